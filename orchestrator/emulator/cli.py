@@ -1,0 +1,96 @@
+"""``python -m orchestrator.emulator serve`` (also ``cvmjob emulator serve``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY, EmulatorConfig
+from .server import start
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m orchestrator.emulator", description="A local Tencent Cloud.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve CVM, VPC, STS, billing, COS and metadata on one port")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=9000, help="0 picks a free port (see --ready-file)")
+    s.add_argument("--state-dir", type=Path, required=True, help="buckets, objects, images, instance records")
+    s.add_argument("--secret-id", default=DEFAULT_SECRET_ID)
+    s.add_argument("--secret-key", default=DEFAULT_SECRET_KEY)
+    s.add_argument("--appid", default=DEFAULT_APPID)
+    s.add_argument("--boot-seconds", type=float, default=2.0)
+    s.add_argument("--terminate-seconds", type=float, default=1.0)
+    s.add_argument("--image-seconds", type=float, default=2.0)
+    s.add_argument("--spot-notice-seconds", type=float, default=120.0)
+    s.add_argument("--spot-reclaim-rate", type=float, default=0.0,
+                   help="seeded random reclaims per spot instance-hour (default 0: only by admin call)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--clock", choices=("real", "manual"), default="real")
+    s.add_argument("--gpus", choices=("auto", "none"), default="auto")
+    s.add_argument("--ready-file", type=Path, help="write {endpoint, secret_id, ...} here once listening")
+    return p
+
+
+def config_from(args: argparse.Namespace) -> EmulatorConfig:
+    return EmulatorConfig(
+        state_dir=args.state_dir,
+        host=args.host,
+        port=args.port,
+        secret_id=args.secret_id,
+        secret_key=args.secret_key,
+        appid=args.appid,
+        boot_seconds=args.boot_seconds,
+        terminate_seconds=args.terminate_seconds,
+        image_seconds=args.image_seconds,
+        spot_notice_seconds=args.spot_notice_seconds,
+        spot_reclaim_rate=args.spot_reclaim_rate,
+        seed=args.seed,
+        clock=args.clock,
+        gpus=args.gpus,
+    )
+
+
+async def serve(config: EmulatorConfig, ready_file: Path | None = None) -> None:
+    runner, config = await start(config)
+    info = {
+        "endpoint": config.endpoint,
+        "secret_id": config.secret_id,
+        "appid": config.appid,
+        "state_dir": str(config.state_dir),
+    }
+    print(
+        f"Local Tencent Cloud listening on http://{config.endpoint} (state in {config.state_dir}); "
+        f"SecretId {config.secret_id}, APPID {config.appid}",
+        flush=True,
+    )
+    if ready_file is not None:
+        tmp = ready_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info))
+        tmp.replace(ready_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    asyncio.run(serve(config_from(args), args.ready_file))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""A small client for the admin API, for tests, benchmarks and the embedded mode."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from .config import DEFAULT_SECRET_KEY
+
+
+class AdminError(RuntimeError):
+    pass
+
+
+class AdminClient:
+    def __init__(self, endpoint: str, secret_key: str = DEFAULT_SECRET_KEY, timeout: float = 30.0) -> None:
+        self.base = endpoint if endpoint.startswith("http") else f"http://{endpoint}"
+        self._secret_key = secret_key
+        self._timeout = timeout
+        # Never through a proxy: the admin API is on loopback, and HTTP_PROXY may point at the emulator itself.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"{self.base}/_emulator/{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self._secret_key}", "Content-Type": "application/json"},
+        )
+        try:
+            with self._opener.open(req, timeout=self._timeout) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            raise AdminError(f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from exc
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._call("GET", "health"))
+
+    def reset(self, seed: int | None = None) -> None:
+        self._call("POST", "reset", {"seed": seed})
+
+    def now(self) -> float:
+        return float(self._call("GET", "clock")["now"])
+
+    def advance(self, seconds: float) -> float:
+        return float(self._call("POST", "clock/advance", {"seconds": seconds})["now"])
+
+    def inject(self, kind: str, *, service: str = "*", action: str = "*", **spec: Any) -> int:
+        """An API 3.0 fault: kind "error" (code, message), "latency" (seconds) or "drop_response";
+        fires ``count`` times (default 1, None = always) with ``probability``."""
+        return int(self._call("POST", "faults/api", {"kind": kind, "service": service, "action": action, **spec})["id"])
+
+    def inject_cos(self, kind: str, **spec: Any) -> int:
+        """A COS fault: kind "error" (status, code), "slow_body" (bytes_per_second) or "reset_body"
+        (after_bytes), matched by operation, bucket and key_prefix."""
+        return int(self._call("POST", "faults/cos", {"kind": kind, **spec})["id"])
+
+    def clear_faults(self) -> None:
+        self._call("DELETE", "faults")
+
+    def faults(self) -> dict[str, Any]:
+        return dict(self._call("GET", "faults"))
+
+    def set_rate_limit(self, key: str, per_second: float | None) -> None:
+        """key "cvm:RunInstances", or "*" for the default of every action; None removes the limit."""
+        self._call("PUT", "rate-limits", {"key": key, "per_second": per_second})
+
+    def calls(self, service: str | None = None, action: str | None = None) -> list[dict[str, Any]]:
+        query = "&".join(f"{k}={v}" for k, v in (("service", service), ("action", action)) if v)
+        return list(self._call("GET", "calls" + (f"?{query}" if query else "")))
+
+    def instances(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "instances"))
+
+    def reclaim(self, instance_id: str, notice_seconds: float | None = 120.0) -> dict[str, Any]:
+        """Reclaim a spot instance: the notice appears now, the instance dies notice_seconds later
+        (None: no notice, it dies at once)."""
+        return dict(self._call("POST", "spot/reclaim", {"instance_id": instance_id, "notice_seconds": notice_seconds}))
+
+    def set_stock(self, zone: str, instance_type: str, charge_type: str, count: int) -> dict[str, Any]:
+        return dict(
+            self._call(
+                "PUT", "stock",
+                {"zone": zone, "instance_type": instance_type, "charge_type": charge_type, "count": count},
+            )
+        )
+
+    def add_launch_failures(self, count: int = 1, message: str = "", **match: str) -> dict[str, Any]:
+        """The next ``count`` launches matching zone / instance_type / charge_type end LAUNCH_FAILED."""
+        return dict(self._call("POST", "launch-failures", {"count": count, "message": message, **match}))
+
+    def billing(self) -> dict[str, Any]:
+        return dict(self._call("GET", "billing"))
+
+    def expire_credentials(self) -> int:
+        return int(self._call("POST", "credentials/expire")["expired"])

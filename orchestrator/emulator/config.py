@@ -1,0 +1,51 @@
+"""Settings of one emulated cloud: account, keys, timings, where state lives."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Documented defaults (README "The local Tencent Cloud"). Shaped like real keys: a SecretId is "AKID" + 32
+# characters, a SecretKey 32 characters, an APPID 10 digits, a root account UIN 12 digits.
+DEFAULT_SECRET_ID = "AKIDcvmjobEmulator0000000000000000"
+DEFAULT_SECRET_KEY = "cvmjobEmulatorSecretKey000000000"
+DEFAULT_APPID = "1250000000"
+DEFAULT_UIN = "100000000001"
+DEFAULT_REGION = "ap-guangzhou"
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    state_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    secret_id: str = DEFAULT_SECRET_ID
+    secret_key: str = DEFAULT_SECRET_KEY
+    appid: str = DEFAULT_APPID
+    uin: str = DEFAULT_UIN
+    # Seconds of emulated time an instance spends in PENDING, TERMINATING, STOPPING/STARTING, and an image in
+    # CREATING. Real GPU instances take minutes; tests want seconds.
+    boot_seconds: float = 2.0
+    terminate_seconds: float = 1.0
+    stop_seconds: float = 1.0
+    image_seconds: float = 2.0
+    # How long a terminated instance stays visible as TERMINATING is terminate_seconds; after that it is gone.
+    spot_notice_seconds: float = 120.0
+    # Seeded random reclaims: mean spot reclaims per instance-hour of emulated time (0 = only by admin call).
+    spot_reclaim_rate: float = 0.0
+    seed: int = 0
+    # Money on the account at first start, in 分 (0.01 CNY).
+    initial_balance_fen: int = 10_000_000
+    # The interpreter that plays the "public image": its packages are what an instance finds installed.
+    image_python: str = field(default_factory=lambda: sys.executable)
+    # "auto" maps instance GPUs onto real CUDA devices when nvidia-smi lists some; "none" forces CPU-only.
+    gpus: str = "auto"
+    # "real": emulated time follows the wall clock (plus admin advances); "manual": it moves only by advances.
+    clock: str = "real"
+    # Validity of the STS tokens the metadata service hands out for an instance's CAM role.
+    role_credential_seconds: int = 7200
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"

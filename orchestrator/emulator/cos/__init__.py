@@ -1,0 +1,1 @@
+"""COS XML API: buckets and objects on disk, streamed, with q-sign signatures."""

@@ -1,0 +1,1 @@
+"""The instance metadata service (http://metadata.tencentyun.com/latest/...)."""

@@ -1,0 +1,140 @@
+"""The admin API, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
+stock, the call log and the ledger. Callers prove they own the account with ``Authorization: Bearer <SecretKey>``
+(instances only ever hold temporary keys, so a job cannot reclaim itself or rewind the clock)."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from ..cloud import Cloud
+
+PREFIX = "/_emulator/"
+
+Body = dict[str, Any]
+Route = Callable[["Cloud", Body, "web.Request"], Any]
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=json.dumps(data).encode(), status=status, headers={"Content-Type": "application/json"})
+
+
+def _health(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"ok": True, "endpoint": cloud.config.endpoint, "now": cloud.clock.now(), "clock": cloud.clock.mode}
+
+
+def _reset(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    cloud.reset(body.get("seed"))
+    return {"ok": True}
+
+
+def _clock(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"now": cloud.clock.now(), "mode": cloud.clock.mode}
+
+
+def _advance(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"now": cloud.advance(float(body["seconds"]))}
+
+
+def _faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return cloud.faults.describe()
+
+
+def _clear_faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    cloud.faults.api.clear()
+    cloud.faults.cos.clear()
+    return {"ok": True}
+
+
+def _add_api_fault(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"id": cloud.faults.add_api(body).id}
+
+
+def _add_cos_fault(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"id": cloud.faults.add_cos(body).id}
+
+
+def _rate_limit(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    cloud.faults.set_rate_limit(str(body["key"]), body.get("per_second"))
+    return {"rate_limits": cloud.faults.describe()["rate_limits"]}
+
+
+def _calls(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    service, action = request.query.get("service"), request.query.get("action")
+    return [
+        c for c in cloud.calls
+        if (service is None or c["service"] == service) and (action is None or c["action"] == action)
+    ]
+
+
+def _instances(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return cloud.cvm.admin_instances()
+
+
+def _reclaim(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    notice = body.get("notice_seconds", cloud.config.spot_notice_seconds)
+    return cloud.cvm.reclaim(str(body["instance_id"]), None if notice is None else float(notice))
+
+
+def _stock(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return cloud.cvm.set_stock(
+        str(body["zone"]), str(body["instance_type"]), str(body["charge_type"]), int(body["count"])
+    )
+
+
+def _launch_failures(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return cloud.cvm.add_launch_failures(body)
+
+
+def _billing(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    now = cloud.clock.now()
+    return {"balance": cloud.billing.balance(now), "ledger": cloud.billing.ledger(now)}
+
+
+def _expire_credentials(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"expired": cloud.iam.expire_all(cloud.clock.now())}
+
+
+ROUTES: dict[tuple[str, str], Route] = {
+    ("GET", "health"): _health,
+    ("POST", "reset"): _reset,
+    ("GET", "clock"): _clock,
+    ("POST", "clock/advance"): _advance,
+    ("GET", "faults"): _faults,
+    ("DELETE", "faults"): _clear_faults,
+    ("POST", "faults/api"): _add_api_fault,
+    ("POST", "faults/cos"): _add_cos_fault,
+    ("PUT", "rate-limits"): _rate_limit,
+    ("GET", "calls"): _calls,
+    ("GET", "instances"): _instances,
+    ("POST", "spot/reclaim"): _reclaim,
+    ("PUT", "stock"): _stock,
+    ("POST", "launch-failures"): _launch_failures,
+    ("GET", "billing"): _billing,
+    ("POST", "credentials/expire"): _expire_credentials,
+}
+
+
+async def handle(request: web.Request, cloud: Cloud) -> web.StreamResponse:
+    token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(token.encode(), cloud.config.secret_key.encode()):
+        return _json({"error": "admin calls need 'Authorization: Bearer <SecretKey>'"}, 403)
+    route = ROUTES.get((request.method, request.path[len(PREFIX):].strip("/")))
+    if route is None:
+        return _json({"error": f"no admin route {request.method} {request.path}"}, 404)
+    body: Body = {}
+    if request.can_read_body:
+        raw = await request.read()
+        body = json.loads(raw) if raw.strip() else {}
+    try:
+        result: Any = route(cloud, body, request)
+        if isinstance(result, Awaitable):
+            result = await result
+    except (KeyError, ValueError, TypeError) as exc:
+        return _json({"error": f"bad admin request: {exc!r}"}, 400)
+    return _json(result)

@@ -1,0 +1,132 @@
+"""The HTTP front door: one port for every service.
+
+Routing, in order: the admin API (``/_emulator/...`` on the emulator's own host); COS when the Host header or an
+absolute-form target names a bucket host (``<bucket>-<appid>.cos.<region>.myqcloud.com``: the COS SDK in IP mode
+and coscmd through HTTP_PROXY); the instance metadata service when the host is ``metadata.tencentyun.com``
+(instances reach it through the proxy the emulator hands them); COS ListBuckets for q-signed ``GET /``; and
+otherwise API 3.0 (path ``/``, TC3-signed, service from the credential scope).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import re
+import socket
+import struct
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from .cloud import Cloud
+from .config import EmulatorConfig
+from .metadata import service as metadata
+from .runtime import admin
+
+log = logging.getLogger("cvmjob.emulator")
+
+BUCKET_HOST = re.compile(
+    r"^(?P<bucket>[a-z0-9][a-z0-9-]*-\d+)\.cos(?:-internal)?\.(?P<region>[a-z0-9-]+)\.(?:myqcloud\.com|tencentcos\.cn)$"
+)
+METADATA_HOST = "metadata.tencentyun.com"
+TICK_SECONDS = 0.05
+
+CLOUD_KEY = web.AppKey("cloud", Cloud)
+
+
+def request_hosts(request: web.Request) -> list[str]:
+    """The Host header, then the host of an absolute-form target (they differ when a client sends an IP-mode
+    request through a proxy), each without its port."""
+    hosts = [request.headers.get("Host", "")]
+    target = request.raw_path
+    if target.startswith(("http://", "https://")):
+        hosts.append(urlsplit(target).netloc)
+    return [h.rsplit(":", 1)[0] if h.count(":") == 1 else h for h in hosts if h]
+
+
+def abort_connection(request: web.Request) -> None:
+    """Reset the TCP connection (RST, not FIN): the client sees ECONNRESET, as after a dropped response."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+async def front_door(request: web.Request) -> web.StreamResponse:
+    cloud = request.app[CLOUD_KEY]
+    hosts = request_hosts(request)
+    path = urlsplit(request.raw_path).path
+    for host in hosts:
+        match = BUCKET_HOST.match(host)
+        if match:
+            return await cloud.cos.handle(request, match["bucket"], match["region"])
+        if host == METADATA_HOST:
+            return await metadata.handle(request, cloud)
+    if path.startswith(admin.PREFIX):
+        return await admin.handle(request, cloud)
+    auth = request.headers.get("Authorization", "")
+    if auth.startswith("q-sign-algorithm") or "q-sign-algorithm" in request.query_string:
+        return await cloud.cos.handle_service(request)
+    return await api3(request, cloud)
+
+
+async def api3(request: web.Request, cloud: Cloud) -> web.StreamResponse:
+    body = await request.read()
+    result = cloud.api_call(request.method, request.raw_path, request.headers, body)
+    if result.delay:
+        await asyncio.sleep(result.delay)
+    if result.drop_response:
+        abort_connection(request)
+        raise asyncio.CancelledError  # nothing more to say on a connection we have just reset
+    # Exactly "application/json": with a charset the Python SDK silently ignores errors.
+    return web.Response(body=result.body, status=200, headers={"Content-Type": "application/json"})
+
+
+async def _tick_loop(app: web.Application) -> AsyncIterator[None]:
+    cloud = app[CLOUD_KEY]
+
+    async def loop() -> None:
+        while True:
+            try:
+                cloud.tick()
+            except Exception:  # a bad tick must not stop time for the whole cloud
+                log.exception("tick failed")
+            await asyncio.sleep(TICK_SECONDS)
+
+    task = asyncio.create_task(loop())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    cloud.close()
+
+
+def build_app(config: EmulatorConfig) -> web.Application:
+    app = web.Application(client_max_size=1024**4, handler_args={"max_field_size": 65536})
+    app[CLOUD_KEY] = Cloud(config)
+    app.router.add_route("*", "/{tail:.*}", front_door)
+    app.cleanup_ctx.append(_tick_loop)
+    return app
+
+
+async def start(config: EmulatorConfig) -> tuple[web.AppRunner, EmulatorConfig]:
+    """Start serving; return the runner and the config with the bound port (port 0 picks a free one).
+
+    The socket is bound before the cloud is built: instances are handed the real endpoint."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((config.host, config.port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    config = dataclasses.replace(config, port=sock.getsockname()[1])
+    runner = web.AppRunner(build_app(config), access_log=None, handle_signals=False)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner, config
