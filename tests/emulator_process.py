@@ -60,8 +60,20 @@ def start_emulator(state_dir: Path, *extra: str, timeout: float = 30.0) -> Emula
     ready = state_dir.parent / f"{state_dir.name}.ready.json"
     ready.unlink(missing_ok=True)
     log_path = state_dir.parent / f"{state_dir.name}.log"
-    args = [sys.executable, "-m", "orchestrator.emulator", "serve", "--port", "0",
-            "--state-dir", str(state_dir), "--ready-file", str(ready), *TEST_TIMINGS, *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "orchestrator.emulator",
+        "serve",
+        "--port",
+        "0",
+        "--state-dir",
+        str(state_dir),
+        "--ready-file",
+        str(ready),
+        *TEST_TIMINGS,
+        *extra,
+    ]
     with log_path.open("ab") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=clean_env())
     deadline = time.monotonic() + timeout

@@ -29,8 +29,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--terminate-seconds", type=float, default=1.0)
     s.add_argument("--image-seconds", type=float, default=2.0)
     s.add_argument("--spot-notice-seconds", type=float, default=120.0)
-    s.add_argument("--spot-reclaim-rate", type=float, default=0.0,
-                   help="seeded random reclaims per spot instance-hour (default 0: only by admin call)")
+    s.add_argument(
+        "--spot-reclaim-rate",
+        type=float,
+        default=0.0,
+        help="seeded random reclaims per spot instance-hour (default 0: only by admin call)",
+    )
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--clock", choices=("real", "manual"), default="real")
     s.add_argument("--gpus", choices=("auto", "none"), default="auto")

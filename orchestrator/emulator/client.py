@@ -83,7 +83,8 @@ class AdminClient:
     def set_stock(self, zone: str, instance_type: str, charge_type: str, count: int) -> dict[str, Any]:
         return dict(
             self._call(
-                "PUT", "stock",
+                "PUT",
+                "stock",
                 {"zone": zone, "instance_type": instance_type, "charge_type": charge_type, "count": count},
             )
         )

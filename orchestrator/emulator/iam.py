@@ -116,9 +116,7 @@ class TemporaryCredential:
     @classmethod
     def from_state(cls, data: dict[str, Any]) -> TemporaryCredential:
         policy = _policy_from_state(data.get("policy"))
-        return cls(
-            data["secret_id"], data["secret_key"], data["token"], data["expires_at"], policy, data["source"]
-        )
+        return cls(data["secret_id"], data["secret_key"], data["token"], data["expires_at"], policy, data["source"])
 
 
 def _policy_state(policy: Policy | None) -> list[list[dict[str, Any]]] | None:

@@ -28,8 +28,9 @@ def cred(emulator: EmulatorProcess) -> credential.Credential:
     return credential.Credential(emulator.secret_id, emulator.secret_key)
 
 
-def make_cos(emulator: EmulatorProcess, secret_id: str | None = None, secret_key: str | None = None,
-             token: str | None = None) -> CosS3Client:
+def make_cos(
+    emulator: EmulatorProcess, secret_id: str | None = None, secret_key: str | None = None, token: str | None = None
+) -> CosS3Client:
     conf = CosConfig(
         Region=REGION,
         SecretId=secret_id or emulator.secret_id,

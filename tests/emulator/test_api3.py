@@ -53,8 +53,10 @@ def test_unknown_secret_id_is_rejected(emulator: EmulatorProcess) -> None:
 
 def test_expired_timestamp_is_rejected(billing: Any) -> None:
     stale = time.time() - 600
-    with mock.patch("tencentcloud.common.abstract_client.time.time", return_value=stale), \
-            pytest.raises(TencentCloudSDKException) as err:
+    with (
+        mock.patch("tencentcloud.common.abstract_client.time.time", return_value=stale),
+        pytest.raises(TencentCloudSDKException) as err,
+    ):
         billing.DescribeAccountBalance(balance_request())
     assert err.value.code == "AuthFailure.SignatureExpire"
 
@@ -63,12 +65,14 @@ def test_tampered_body_is_rejected(billing: Any) -> None:
     real_request = requests.Session.request
 
     def tamper(self: requests.Session, method: str, url: str, **kwargs: Any) -> requests.Response:
-        kwargs["data"] = kwargs["data"].replace(b"{}", b'{"TempCredit": true}') if isinstance(
-            kwargs.get("data"), bytes) else '{"TempCredit": true}'
+        kwargs["data"] = (
+            kwargs["data"].replace(b"{}", b'{"TempCredit": true}')
+            if isinstance(kwargs.get("data"), bytes)
+            else '{"TempCredit": true}'
+        )
         return real_request(self, method, url, **kwargs)
 
-    with mock.patch.object(requests.Session, "request", tamper), \
-            pytest.raises(TencentCloudSDKException) as err:
+    with mock.patch.object(requests.Session, "request", tamper), pytest.raises(TencentCloudSDKException) as err:
         billing.DescribeAccountBalance(balance_request())
     assert err.value.code == "AuthFailure.SignatureFailure"
 
@@ -76,8 +80,9 @@ def test_tampered_body_is_rejected(billing: Any) -> None:
 def test_get_form_requests_are_signed_and_answered(emulator: EmulatorProcess) -> None:
     http = HttpProfile(protocol="http", endpoint=emulator.endpoint, reqMethod="GET")
     client = CommonClient("vpc", "2017-03-12", cred(emulator), REGION, ClientProfile(httpProfile=http))
-    resp = client.call_json("DescribeSubnets", {"Filters": [{"Name": "zone", "Values": ["ap-guangzhou-3"]}],
-                                                "Limit": "5"})
+    resp = client.call_json(
+        "DescribeSubnets", {"Filters": [{"Name": "zone", "Values": ["ap-guangzhou-3"]}], "Limit": "5"}
+    )
     subnets = resp["Response"]["SubnetSet"]
     assert [s["Zone"] for s in subnets] == ["ap-guangzhou-3"]
 
@@ -90,9 +95,16 @@ def test_literal_http_host_is_accepted(emulator: EmulatorProcess) -> None:
 
 
 def test_errors_are_http_200_exact_json_with_request_id(emulator: EmulatorProcess) -> None:
-    resp = requests.post(f"http://{emulator.endpoint}/", data=b"{}", headers={
-        "Content-Type": "application/json", "X-TC-Action": "DescribeAccountBalance", "X-TC-Version": "2018-07-09",
-    }, timeout=10)
+    resp = requests.post(
+        f"http://{emulator.endpoint}/",
+        data=b"{}",
+        headers={
+            "Content-Type": "application/json",
+            "X-TC-Action": "DescribeAccountBalance",
+            "X-TC-Version": "2018-07-09",
+        },
+        timeout=10,
+    )
     assert resp.status_code == 200
     assert resp.headers["Content-Type"] == "application/json"
     body = resp.json()["Response"]
@@ -124,8 +136,7 @@ def federation_token(sts: Any, policy: dict[str, Any] | None = None, seconds: in
 
 def test_temporary_credentials_need_their_token(emulator: EmulatorProcess, sts: Any) -> None:
     token = federation_token(sts)
-    good = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey,
-                                 token.Credentials.Token)
+    good = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey, token.Credentials.Token)
     client = billing_client.BillingClient(good, REGION, profile(emulator))
     assert client.DescribeAccountBalance(balance_request()).Balance == 10_000_000
     forged = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey, "forged")
@@ -138,19 +149,16 @@ def test_temporary_credentials_expire_on_the_cloud_clock(emulator: EmulatorProce
     token = federation_token(sts, seconds=600)
     assert abs(token.ExpiredTime - (emulator.admin.now() + 600)) < 5
     emulator.admin.advance(601)
-    tmp = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey,
-                                token.Credentials.Token)
+    tmp = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey, token.Credentials.Token)
     with pytest.raises(TencentCloudSDKException) as err:
         billing_client.BillingClient(tmp, REGION, profile(emulator)).DescribeAccountBalance(balance_request())
     assert err.value.code == "AuthFailure.TokenFailure"
 
 
 def test_session_policy_limits_api_actions(emulator: EmulatorProcess, sts: Any) -> None:
-    policy = {"version": "2.0", "statement": [{"effect": "allow", "action": ["name/cos:GetObject"],
-                                               "resource": ["*"]}]}
+    policy = {"version": "2.0", "statement": [{"effect": "allow", "action": ["name/cos:GetObject"], "resource": ["*"]}]}
     token = federation_token(sts, policy)
-    tmp = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey,
-                                token.Credentials.Token)
+    tmp = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey, token.Credentials.Token)
     with pytest.raises(TencentCloudSDKException) as err:
         billing_client.BillingClient(tmp, REGION, profile(emulator)).DescribeAccountBalance(balance_request())
     assert err.value.code == "AuthFailure.UnauthorizedOperation"
@@ -160,8 +168,7 @@ def test_federation_token_needs_permanent_keys(emulator: EmulatorProcess, sts: A
     from tencentcloud.sts.v20180813 import sts_client
 
     token = federation_token(sts)
-    tmp = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey,
-                                token.Credentials.Token)
+    tmp = credential.Credential(token.Credentials.TmpSecretId, token.Credentials.TmpSecretKey, token.Credentials.Token)
     with pytest.raises(TencentCloudSDKException) as err:
         federation_token(sts_client.StsClient(tmp, REGION, profile(emulator)))
     assert err.value.code == "FailedOperation.TempKeyNotAllowed"
@@ -170,7 +177,10 @@ def test_federation_token_needs_permanent_keys(emulator: EmulatorProcess, sts: A
 def test_assume_role_credential_chain(emulator: EmulatorProcess) -> None:
     """The SDK's STSAssumeRoleCredential: AssumeRole with the long key, then calls with the temporary one."""
     chain = credential.STSAssumeRoleCredential(
-        emulator.secret_id, emulator.secret_key, "qcs::cam::uin/100000000001:roleName/cvmjob-trainer", "session",
+        emulator.secret_id,
+        emulator.secret_key,
+        "qcs::cam::uin/100000000001:roleName/cvmjob-trainer",
+        "session",
         endpoint=f"http://{emulator.endpoint}",
     )
     client = billing_client.BillingClient(chain, REGION, profile(emulator))

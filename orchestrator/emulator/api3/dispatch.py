@@ -119,7 +119,8 @@ def call(
         version = headers.get("X-TC-Version", "")
         if version != service.version:
             raise ApiError(
-                "NoSuchVersion", f"The API version `{version}` of `{service_name}` does not exist; use {service.version}."
+                "NoSuchVersion",
+                f"The API version `{version}` of `{service_name}` does not exist; use {service.version}.",
             )
         action = service.actions.get(action_name)
         if action is None:
@@ -139,9 +140,7 @@ def call(
             language=headers.get("X-TC-Language", "zh-CN"),
         )
         payload = action.handler(ctx, Params(parse_params(method, target, body)))
-        return CallResult(
-            envelope(request_id, payload), service_name, action_name, None, action.mutates, drop, delay
-        )
+        return CallResult(envelope(request_id, payload), service_name, action_name, None, action.mutates, drop, delay)
     except ApiError as err:
         return CallResult(error_envelope(request_id, err), service_name, action_name, err.code, False)
 

@@ -6,6 +6,7 @@ as plain strings (GET). The accessors coerce and raise the codes the real API us
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -37,28 +38,30 @@ def unflatten(query: str) -> dict[str, Any]:
 class Params:
     """Typed access to one request's parameters (or a nested object of them)."""
 
-    def __init__(self, data: dict[str, Any], path: str = "") -> None:
+    def __init__(self, data: dict[builtins.str, Any], path: builtins.str = "") -> None:
         if not isinstance(data, dict):
             raise ApiError("InvalidParameter", f"{path or 'request'} must be an object.")
         self._data = data
         self._path = path
 
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: builtins.str) -> builtins.bool:
         return self._data.get(name) is not None
 
-    def raw(self) -> dict[str, Any]:
+    def raw(self) -> dict[builtins.str, Any]:
         return self._data
 
-    def _name(self, name: str) -> str:
+    def _name(self, name: builtins.str) -> builtins.str:
         return f"{self._path}.{name}" if self._path else name
 
-    def _get(self, name: str, required: bool) -> Any:
+    def _get(self, name: builtins.str, required: builtins.bool) -> Any:
         value = self._data.get(name)
         if value is None and required:
             raise ApiError("MissingParameter", f"The request is missing a required parameter `{self._name(name)}`.")
         return value
 
-    def str(self, name: str, default: str | None = None, *, required: bool = False) -> str | None:
+    def str(
+        self, name: builtins.str, default: builtins.str | None = None, *, required: builtins.bool = False
+    ) -> builtins.str | None:
         value = self._get(name, required)
         if value is None:
             return default
@@ -66,12 +69,14 @@ class Params:
             raise ApiError("InvalidParameter", f"`{self._name(name)}` must be a string.")
         return str(value)
 
-    def req_str(self, name: str) -> str:
+    def req_str(self, name: builtins.str) -> builtins.str:
         value = self.str(name, required=True)
         assert value is not None
         return value
 
-    def int(self, name: str, default: int | None = None, *, required: bool = False) -> int | None:
+    def int(
+        self, name: builtins.str, default: builtins.int | None = None, *, required: builtins.bool = False
+    ) -> builtins.int | None:
         value = self._get(name, required)
         if value is None:
             return default
@@ -84,7 +89,7 @@ class Params:
                 "InvalidParameterValue", f"`{self._name(name)}` must be an integer, not {value!r}."
             ) from None
 
-    def float(self, name: str, default: float | None = None) -> float | None:
+    def float(self, name: builtins.str, default: builtins.float | None = None) -> builtins.float | None:
         value = self._get(name, False)
         if value is None:
             return default
@@ -93,7 +98,7 @@ class Params:
         except (TypeError, ValueError):
             raise ApiError("InvalidParameterValue", f"`{self._name(name)}` must be a number.") from None
 
-    def bool(self, name: str, default: bool = False) -> bool:
+    def bool(self, name: builtins.str, default: builtins.bool = False) -> builtins.bool:
         value = self._get(name, False)
         if value is None:
             return default
@@ -107,12 +112,12 @@ class Params:
 
     def list(
         self,
-        name: str,
+        name: builtins.str,
         *,
-        required: bool = False,
-        max_items: int | None = None,
-        too_many_code: str = "InvalidParameterValue",
-    ) -> list[Any]:
+        required: builtins.bool = False,
+        max_items: builtins.int | None = None,
+        too_many_code: builtins.str = "InvalidParameterValue",
+    ) -> builtins.list[Any]:
         value = self._get(name, required)
         if value is None:
             return []
@@ -124,17 +129,16 @@ class Params:
             )
         return value
 
-    def str_list(self, name: str, *, required: bool = False, max_items: int | None = None) -> list[str]:
-        return [str(v) for v in self.list(name, required=required, max_items=max_items)]
+    def str_list(
+        self, name: builtins.str, *, required: builtins.bool = False, max_items: builtins.int | None = None
+    ) -> builtins.list[builtins.str]:
+        return [builtins.str(v) for v in self.list(name, required=required, max_items=max_items)]
 
-    def obj(self, name: str, *, required: bool = False) -> Params | None:
+    def obj(self, name: builtins.str, *, required: builtins.bool = False) -> Params | None:
         value = self._get(name, required)
         if value is None:
             return None
         return Params(value, self._name(name))
 
-    def objs(self, name: str, *, max_items: int | None = None) -> list[Params]:
-        return [
-            Params(item, f"{self._name(name)}.{i}")
-            for i, item in enumerate(self.list(name, max_items=max_items))
-        ]
+    def objs(self, name: builtins.str, *, max_items: builtins.int | None = None) -> builtins.list[Params]:
+        return [Params(item, f"{self._name(name)}.{i}") for i, item in enumerate(self.list(name, max_items=max_items))]

@@ -88,9 +88,7 @@ def verify_tc3(
     signed_headers = m["sh"].split(";")
     # The published algorithm lower-cases header values; the Python SDK signs them as sent. Accept both.
     for lower_values in (False, True):
-        canonical_headers = "".join(
-            f"{name}:{_header_value(headers, name, lower_values)}\n" for name in signed_headers
-        )
+        canonical_headers = "".join(f"{name}:{_header_value(headers, name, lower_values)}\n" for name in signed_headers)
         canonical_request = "\n".join(
             [method.upper(), canonical_uri, canonical_query, canonical_headers, m["sh"], payload_hash]
         )

@@ -67,7 +67,8 @@ def _rate_limit(cloud: Cloud, body: Body, request: web.Request) -> Any:
 def _calls(cloud: Cloud, body: Body, request: web.Request) -> Any:
     service, action = request.query.get("service"), request.query.get("action")
     return [
-        c for c in cloud.calls
+        c
+        for c in cloud.calls
         if (service is None or c["service"] == service) and (action is None or c["action"] == action)
     ]
 
@@ -124,7 +125,7 @@ async def handle(request: web.Request, cloud: Cloud) -> web.StreamResponse:
     token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     if not hmac.compare_digest(token.encode(), cloud.config.secret_key.encode()):
         return _json({"error": "admin calls need 'Authorization: Bearer <SecretKey>'"}, 403)
-    route = ROUTES.get((request.method, request.path[len(PREFIX):].strip("/")))
+    route = ROUTES.get((request.method, request.path[len(PREFIX) :].strip("/")))
     if route is None:
         return _json({"error": f"no admin route {request.method} {request.path}"}, 404)
     body: Body = {}

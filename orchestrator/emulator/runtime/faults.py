@@ -65,11 +65,7 @@ class CosFault:
     id: int = 0
 
     def matches(self, operation: str, bucket: str, key: str) -> bool:
-        return (
-            self.operation in ("*", operation)
-            and self.bucket in ("*", bucket)
-            and key.startswith(self.key_prefix)
-        )
+        return self.operation in ("*", operation) and self.bucket in ("*", bucket) and key.startswith(self.key_prefix)
 
 
 @dataclass
@@ -180,9 +176,7 @@ class Faults:
         bucket.tokens = min(rate, bucket.tokens + (now - bucket.stamp) * rate)
         bucket.stamp = now
         if bucket.tokens < 1.0:
-            raise ApiError(
-                "RequestLimitExceeded", f"Requests of {action} exceed the limit of {rate:g} per second."
-            )
+            raise ApiError("RequestLimitExceeded", f"Requests of {action} exceed the limit of {rate:g} per second.")
         bucket.tokens -= 1.0
 
     def cos_fault(self, operation: str, bucket: str, key: str) -> CosFault | None:

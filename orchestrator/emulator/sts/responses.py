@@ -80,7 +80,9 @@ def build(iam: Iam, now: Callable[[], float]) -> Service:
         arn = params.req_str("RoleArn")
         match = _ROLE_ARN.match(arn)
         if not match:
-            raise ApiError("InvalidParameter.ParamError", f"RoleArn {arn!r} is not qcs::cam::uin/<uin>:roleName/<name>.")
+            raise ApiError(
+                "InvalidParameter.ParamError", f"RoleArn {arn!r} is not qcs::cam::uin/<uin>:roleName/<name>."
+            )
         if match["uin"] != iam.uin:
             raise ApiError("ResourceNotFound.RoleNotFound", f"No role {match['name']} in account {match['uin']}.")
         session = params.req_str("RoleSessionName")

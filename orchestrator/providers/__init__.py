@@ -1,0 +1,1 @@
+"""Cloud providers. Only ``tencent`` exists; it is the one place that imports the Tencent SDKs."""

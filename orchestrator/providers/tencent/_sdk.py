@@ -1,0 +1,256 @@
+"""The only module that imports the Tencent Cloud SDKs.
+
+API 3.0 calls go through the typed per-product clients: a request model is filled from a dict with
+``_deserialize`` (so a misspelt field is caught by the SDK itself), sent with the product client's method, and the
+response model is turned back into a dict. COS calls go through ``CosS3Client``. Every SDK exception is translated
+here, once, into ``errors`` (design.md §6.5) with the cause kept.
+
+``endpoint`` is None for Tencent Cloud, or ``host:port`` of the local emulator: the only difference between the
+two is where the requests go (shared/reference/client-recipes.md §0).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol, TypeVar
+
+from qcloud_cos import CosConfig, CosS3Client
+from qcloud_cos.cos_exception import CosClientError, CosServiceError
+from tencentcloud.billing.v20180709 import billing_client
+from tencentcloud.billing.v20180709 import models as billing_models
+from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+from tencentcloud.common.profile.client_profile import ClientProfile
+from tencentcloud.common.profile.http_profile import HttpProfile
+from tencentcloud.cvm.v20170312 import cvm_client
+from tencentcloud.cvm.v20170312 import models as cvm_models
+from tencentcloud.sts.v20180813 import models as sts_models
+from tencentcloud.sts.v20180813 import sts_client
+from tencentcloud.vpc.v20170312 import models as vpc_models
+from tencentcloud.vpc.v20170312 import vpc_client
+
+from . import errors
+
+T = TypeVar("T")
+
+_PRODUCTS: dict[str, tuple[Any, ModuleType]] = {
+    "cvm": (cvm_client.CvmClient, cvm_models),
+    "vpc": (vpc_client.VpcClient, vpc_models),
+    "sts": (sts_client.StsClient, sts_models),
+    "billing": (billing_client.BillingClient, billing_models),
+}
+
+
+class CredentialSource(Protocol):
+    """What both SDKs accept: the API 3.0 SDK calls get_credential_info(); the COS SDK reads the properties."""
+
+    @property
+    def secret_id(self) -> str: ...
+    @property
+    def secret_key(self) -> str: ...
+    @property
+    def token(self) -> str | None: ...
+    def get_credential_info(self) -> tuple[str, str, str | None]: ...
+
+
+@dataclass(frozen=True)
+class StaticCredential:
+    secret_id: str
+    secret_key: str
+    token: str | None = None
+
+    def get_credential_info(self) -> tuple[str, str, str | None]:
+        return self.secret_id, self.secret_key, self.token
+
+
+class RefreshingCredential:
+    """Temporary credentials that fetch a successor shortly before they expire (STS tokens on an instance)."""
+
+    def __init__(self, fetch: Callable[[], tuple[StaticCredential, float]], margin_seconds: float = 300) -> None:
+        self._fetch = fetch
+        self._margin = margin_seconds
+        self._current, self._expires_at = fetch()
+
+    def _fresh(self) -> StaticCredential:
+        if time.time() > self._expires_at - self._margin:
+            self._current, self._expires_at = self._fetch()
+        return self._current
+
+    @property
+    def secret_id(self) -> str:
+        return self._fresh().secret_id
+
+    @property
+    def secret_key(self) -> str:
+        return self._fresh().secret_key
+
+    @property
+    def token(self) -> str | None:
+        return self._fresh().token
+
+    def get_credential_info(self) -> tuple[str, str, str | None]:
+        return self._fresh().get_credential_info()
+
+
+_TRANSIENT_PREFIXES = (
+    "ClientNetworkError",
+    "ServerNetworkError",
+    "RequestLimitExceeded",
+    "InternalError",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "OperationDenied.InstanceOperationInProgress",
+    "MutexOperation.TaskRunning",
+    "JSONDecodeError",
+    "FailedOperation.InquiryPriceFailed",
+    "SlowDown",
+    "RequestTimeOut",
+)
+_CAPACITY_PREFIXES = (
+    "ResourceInsufficient",
+    "ResourcesSoldOut",
+    "ResourceUnavailable",
+    "LimitExceeded.SpotQuota",
+    "LimitExceeded.UserSpotQuota",
+    "InvalidParameterValue.InsufficientPrice",
+    "UnsupportedOperation.NoInstanceTypeSupportSpot",
+    "UnsupportedOperation.SpotUnsupportedRegion",
+)
+_QUOTA_PREFIXES = (
+    "LimitExceeded",
+    "InstancesQuotaLimitExceeded",
+    "InvalidAccount",
+    "ImageQuotaLimitExceeded",
+    "TooManyBucket",
+)
+_AUTH_PREFIXES = (
+    "AuthFailure",
+    "UnauthorizedOperation",
+    "AccessDenied",
+    "SignatureDoesNotMatch",
+    "InvalidAccessKeyId",
+    "ExpiredToken",
+    "InvalidPermission",
+)
+_STATE_PREFIXES = (
+    "UnsupportedOperation.InstanceState",
+    "InvalidImageId.IncorrectState",
+    "UnsupportedOperation.InstanceMixedPricingModel",
+)
+
+
+def classify(code: str, message: str, request_id: str | None = None) -> errors.CloudError:
+    kinds: tuple[tuple[tuple[str, ...], type[errors.CloudError]], ...] = (
+        (_TRANSIENT_PREFIXES, errors.TransientError),
+        (_CAPACITY_PREFIXES, errors.CapacityError),
+        (_AUTH_PREFIXES, errors.AuthError),
+        (_STATE_PREFIXES, errors.StateConflictError),
+        (_QUOTA_PREFIXES, errors.QuotaError),
+    )
+    for prefixes, kind in kinds:
+        if code.startswith(prefixes):
+            return kind(code, message, request_id)
+    if code.endswith(".NotFound") or code.startswith(("NoSuch", "InvalidInstanceId.NotFound")):
+        return errors.NotFoundError(code, message, request_id)
+    return errors.InvalidRequestError(code, message, request_id)
+
+
+def _translate_api(exc: TencentCloudSDKException) -> errors.CloudError:
+    return classify(exc.get_code() or "ClientNetworkError", exc.get_message() or "", exc.get_request_id())
+
+
+def _translate_cos(exc: CosServiceError | CosClientError) -> errors.CloudError:
+    if isinstance(exc, CosClientError):
+        return errors.TransientError("ClientNetworkError", str(exc))
+    status = exc.get_status_code()
+    code = exc.get_error_code() or "Unknown"
+    if code in ("Unknown", "NoSuchResource") and status == 404:
+        code = "NoSuchKey"
+    err = classify(code, exc.get_error_msg() or str(status), exc.get_request_id())
+    if status >= 500 and not isinstance(err, errors.TransientError):
+        return errors.TransientError(code, err.message, err.request_id)
+    return err
+
+
+class TencentSdk:
+    """Clients for one account, region and endpoint."""
+
+    def __init__(
+        self,
+        credential: CredentialSource,
+        region: str,
+        endpoint: str | None = None,
+        appid: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.credential = credential
+        self.region = region
+        self.endpoint = endpoint
+        self.appid = appid
+        self._timeout = timeout
+        self._clients: dict[str, Any] = {}
+        self._cos: CosS3Client | None = None
+
+    @property
+    def is_emulator(self) -> bool:
+        return self.endpoint is not None
+
+    def _client(self, service: str) -> Any:
+        if service not in self._clients:
+            client_cls, _ = _PRODUCTS[service]
+            http = HttpProfile(reqTimeout=int(self._timeout))
+            if self.endpoint is not None:
+                http.protocol = "http"
+                http.endpoint = self.endpoint
+            profile = ClientProfile(httpProfile=http, language="en-US")
+            self._clients[service] = client_cls(self.credential, self.region, profile)
+        return self._clients[service]
+
+    def call(self, service: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One API 3.0 call through the typed SDK; returns the response fields as a dict."""
+        _, models = _PRODUCTS[service]
+        request = getattr(models, f"{action}Request")()
+        request._deserialize(params)
+        try:
+            response = getattr(self._client(service), action)(request)
+        except TencentCloudSDKException as exc:
+            raise _translate_api(exc) from exc
+        result: dict[str, Any] = json.loads(response.to_json_string())
+        return result
+
+    # -- COS -------------------------------------------------------------------------------------------
+    def cos(self) -> CosS3Client:
+        if self._cos is None:
+            self._cos = CosS3Client(self._cos_config(ip_mode=True), retry=0)
+        return self._cos
+
+    def _cos_config(self, ip_mode: bool) -> CosConfig:
+        kwargs: dict[str, Any] = {
+            "Region": self.region,
+            "CredentialInstance": self.credential,
+            "Timeout": int(self._timeout),
+        }
+        if self.endpoint is None:
+            kwargs["Scheme"] = "https"
+        else:
+            host, port = self.endpoint.rsplit(":", 1)
+            kwargs["Scheme"] = "http"
+            if ip_mode:
+                kwargs.update(IP=host, Port=int(port), ServiceDomain=self.endpoint)
+        return CosConfig(**kwargs)
+
+    def cos_call(self, method: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.cos(), method)(**kwargs)
+        except (CosServiceError, CosClientError) as exc:
+            raise _translate_cos(exc) from exc
+
+    def presigned_get_url(self, bucket: str, key: str, expires_seconds: int) -> str:
+        """A URL on the bucket's real domain (``<bucket>.cos.<region>.myqcloud.com``). On the emulator an
+        instance reaches that host through the proxy the emulator hands it; over plain http there."""
+        client = CosS3Client(self._cos_config(ip_mode=False), retry=0)
+        url: str = client.get_presigned_download_url(Bucket=bucket, Key=key, Expired=expires_seconds)
+        return url

@@ -1,0 +1,292 @@
+"""CVM: launch, look up, terminate; offerings and prices. Idempotent functions over typed records
+(SkyPilot's ``sky/provision/<cloud>/instance.py`` shape).
+
+Lookups distinguish "the cloud answered: no such instance" (absent from the result) from "the lookup failed"
+(an exception): design.md §4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from . import errors
+from ._sdk import TencentSdk
+
+PAGE = 100
+# Tencent accepts at most 100 instance ids per call (TerminateInstances, DescribeInstances).
+MAX_IDS = 100
+
+
+@dataclass(frozen=True)
+class InstanceView:
+    instance_id: str
+    state: str
+    zone: str
+    instance_type: str
+    charge_type: str
+    private_ip: str | None
+    created_at: datetime | None
+    tags: dict[str, str]
+    error_message: str | None = None  # LatestOperationErrorMsg, e.g. why LAUNCH_FAILED
+
+    @classmethod
+    def from_api(cls, item: dict[str, Any]) -> InstanceView:
+        created = item.get("CreatedTime")
+        return cls(
+            instance_id=item["InstanceId"],
+            state=item.get("InstanceState") or "UNKNOWN",
+            zone=(item.get("Placement") or {}).get("Zone", ""),
+            instance_type=item.get("InstanceType", ""),
+            charge_type=item.get("InstanceChargeType", ""),
+            private_ip=(item.get("PrivateIpAddresses") or [None])[0],
+            created_at=datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+            if created
+            else None,
+            tags={t["Key"]: t["Value"] for t in item.get("Tags") or []},
+            error_message=item.get("LatestOperationErrorMsg") or None,
+        )
+
+
+@dataclass(frozen=True)
+class Disk:
+    disk_type: str
+    size_gib: int
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    zone: str
+    instance_type: str
+    charge_type: str  # POSTPAID_BY_HOUR | SPOTPAID | PREPAID
+    image_id: str
+    client_token: str
+    name: str
+    tags: dict[str, str]
+    user_data_b64: str | None = None
+    terminate_at: datetime | None = None  # ActionTimer: the instance dies then even if every controller is gone
+    system_disk: Disk | None = None
+    data_disks: tuple[Disk, ...] = ()
+    spot_max_price: float | None = None  # CNY/hour
+    prepaid_months: int | None = None
+    prepaid_renew: bool = False
+    cam_role: str | None = None
+    count: int = 1
+
+    def params(self) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "InstanceChargeType": self.charge_type,
+            "Placement": {"Zone": self.zone},
+            "InstanceType": self.instance_type,
+            "ImageId": self.image_id,
+            "InstanceCount": self.count,
+            "InstanceName": self.name,
+            "ClientToken": self.client_token,
+            "TagSpecification": [
+                {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in self.tags.items()]}
+            ],
+        }
+        if self.user_data_b64:
+            p["UserData"] = self.user_data_b64
+        if self.terminate_at is not None:
+            p["ActionTimer"] = {
+                "TimerAction": "TerminateInstances",
+                "ActionTime": self.terminate_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        if self.system_disk is not None:
+            p["SystemDisk"] = {"DiskType": self.system_disk.disk_type, "DiskSize": self.system_disk.size_gib}
+        if self.data_disks:
+            p["DataDisks"] = [{"DiskType": d.disk_type, "DiskSize": d.size_gib} for d in self.data_disks]
+        if self.charge_type == "SPOTPAID":
+            spot: dict[str, Any] = {"SpotInstanceType": "one-time"}
+            if self.spot_max_price is not None:
+                spot["MaxPrice"] = f"{self.spot_max_price:.4f}"
+            p["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
+        if self.charge_type == "PREPAID":
+            p["InstanceChargePrepaid"] = {
+                "Period": self.prepaid_months or 1,
+                "RenewFlag": "NOTIFY_AND_AUTO_RENEW" if self.prepaid_renew else "NOTIFY_AND_MANUAL_RENEW",
+            }
+        if self.cam_role:
+            p["CamRoleName"] = self.cam_role
+        return p
+
+
+def run_instances(sdk: TencentSdk, request: LaunchRequest) -> list[str]:
+    result = sdk.call("cvm", "RunInstances", request.params())
+    return list(result.get("InstanceIdSet") or [])
+
+
+def dry_run(sdk: TencentSdk, request: LaunchRequest) -> None:
+    """Validate a launch (parameters, quota and stock) without creating anything. Raises on any problem."""
+    try:
+        sdk.call("cvm", "RunInstances", {**request.params(), "DryRun": True})
+    except errors.CloudError as exc:
+        # A successful dry run is reported as the DryRunOperation error by the API.
+        if exc.code != "DryRunOperation":
+            raise
+
+
+def _pages(sdk: TencentSdk, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    offset = 0
+    while True:
+        result = sdk.call("cvm", "DescribeInstances", {**params, "Offset": offset, "Limit": PAGE})
+        items = result.get("InstanceSet") or []
+        yield from items
+        offset += len(items)
+        if not items or offset >= int(result.get("TotalCount") or 0):
+            return
+
+
+def find_by_tags(sdk: TencentSdk, tags: dict[str, str]) -> list[InstanceView]:
+    """Every instance carrying all these tags (Tencent filters by one `tag:<key>` per filter)."""
+    filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
+    return [InstanceView.from_api(i) for i in _pages(sdk, {"Filters": filters})]
+
+
+def describe(sdk: TencentSdk, instance_ids: list[str]) -> dict[str, InstanceView]:
+    """The instances the cloud knows; an id missing from the result is one the cloud says does not exist."""
+    found: dict[str, InstanceView] = {}
+    for start in range(0, len(instance_ids), MAX_IDS):
+        chunk = instance_ids[start : start + MAX_IDS]
+        for item in _pages(sdk, {"InstanceIds": chunk}):
+            view = InstanceView.from_api(item)
+            found[view.instance_id] = view
+    return found
+
+
+# Terminating something already going or gone is success (reference §2.4 / §9.2: which code the API picks for
+# an already-terminated id is undocumented, so all of them count).
+_ALREADY_GONE = (
+    "InvalidInstanceId.NotFound",
+    "UnsupportedOperation.InstanceStateTerminated",
+    "UnsupportedOperation.InstanceStateTerminating",
+    "InvalidInstanceState.Terminating",
+)
+
+
+def terminate(sdk: TencentSdk, instance_ids: list[str]) -> None:
+    for start in range(0, len(instance_ids), MAX_IDS):
+        chunk = instance_ids[start : start + MAX_IDS]
+        try:
+            sdk.call("cvm", "TerminateInstances", {"InstanceIds": chunk})
+        except errors.CloudError as exc:
+            if exc.code not in _ALREADY_GONE:
+                raise
+            if len(chunk) > 1:  # one gone id fails the batch: retry the others one by one
+                for instance_id in chunk:
+                    terminate(sdk, [instance_id])
+
+
+def reset_instance(sdk: TencentSdk, instance_id: str, image_id: str, user_data_b64: str | None) -> None:
+    params: dict[str, Any] = {"InstanceId": instance_id, "ImageId": image_id}
+    if user_data_b64:
+        params["UserData"] = user_data_b64
+    sdk.call("cvm", "ResetInstance", params)
+
+
+@dataclass(frozen=True)
+class Offering:
+    zone: str
+    instance_type: str
+    charge_type: str
+    family: str
+    cpu: int
+    memory_gib: int
+    gpu_count: float
+    on_sale: bool
+    stock: str  # EnoughStock | NormalStock | UnderStock | WithoutStock
+    unit_price: float | None  # CNY/hour after discount (postpaid, spot)
+    local_disk_types: tuple[str, ...] = field(default=())
+    sold_out_reason: str | None = None
+
+
+def offerings(sdk: TencentSdk, zones: list[str], instance_types: list[str] | None, charge_type: str) -> list[Offering]:
+    filters: list[dict[str, Any]] = [
+        {"Name": "zone", "Values": zones},
+        {"Name": "instance-charge-type", "Values": [charge_type]},
+    ]
+    if instance_types:
+        filters.append({"Name": "instance-type", "Values": instance_types})
+    result = sdk.call("cvm", "DescribeZoneInstanceConfigInfos", {"Filters": filters})
+    out = []
+    for row in result.get("InstanceTypeQuotaSet") or []:
+        price = row.get("Price") or {}
+        unit = price.get("UnitPriceDiscount", price.get("UnitPrice"))
+        out.append(
+            Offering(
+                zone=row["Zone"],
+                instance_type=row["InstanceType"],
+                charge_type=row["InstanceChargeType"],
+                family=row.get("InstanceFamily", ""),
+                cpu=int(row.get("Cpu") or 0),
+                memory_gib=int(row.get("Memory") or 0),
+                gpu_count=float(row.get("GpuCount") or row.get("Gpu") or 0),
+                on_sale=row.get("Status") == "SELL",
+                stock=row.get("StatusCategory") or ("EnoughStock" if row.get("Status") == "SELL" else "WithoutStock"),
+                unit_price=float(unit) if unit is not None else None,
+                local_disk_types=tuple(d.get("Type", "") for d in row.get("LocalDiskTypeList") or []),
+                sold_out_reason=row.get("SoldOutReason") or None,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class InstanceTypeInfo:
+    instance_type: str
+    family: str
+    cpu: int
+    memory_gib: int
+    gpu_count: float
+    gpu_type: str
+    gpu_memory_gib: float
+
+
+def instance_types(sdk: TencentSdk, zone: str) -> list[InstanceTypeInfo]:
+    result = sdk.call("cvm", "DescribeInstanceTypeConfigs", {"Filters": [{"Name": "zone", "Values": [zone]}]})
+    return [
+        InstanceTypeInfo(
+            instance_type=row["InstanceType"],
+            family=row.get("InstanceFamily", ""),
+            cpu=int(row.get("CPU") or 0),
+            memory_gib=int(row.get("Memory") or 0),
+            gpu_count=float(row.get("GpuCount") or row.get("GPU") or 0),
+            gpu_type=row.get("GpuType") or "",
+            gpu_memory_gib=float(row.get("GpuMemory") or 0),
+        )
+        for row in result.get("InstanceTypeConfigSet") or []
+    ]
+
+
+@dataclass(frozen=True)
+class Price:
+    charge_type: str
+    per_hour: float | None  # CNY/hour, postpaid and spot
+    list_per_hour: float | None  # before discount
+    upfront: float | None  # CNY, prepaid
+
+
+def inquiry_price(sdk: TencentSdk, request: LaunchRequest) -> Price:
+    params = request.params()
+    for key in ("ClientToken", "TagSpecification", "ActionTimer", "UserData", "CamRoleName", "InstanceName"):
+        params.pop(key, None)
+    result = sdk.call("cvm", "InquiryPriceRunInstances", params)
+    item = (result.get("Price") or {}).get("InstancePrice") or {}
+    return Price(
+        charge_type=request.charge_type,
+        per_hour=_float(item.get("UnitPriceDiscount")),
+        list_per_hour=_float(item.get("UnitPrice")),
+        upfront=_float(item.get("DiscountPrice")),
+    )
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def zones(sdk: TencentSdk) -> list[tuple[str, bool]]:
+    result = sdk.call("cvm", "DescribeZones", {})
+    return [(z["Zone"], z.get("ZoneState") == "AVAILABLE") for z in result.get("ZoneSet") or []]

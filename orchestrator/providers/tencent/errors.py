@@ -1,0 +1,44 @@
+"""The provider's exception tree. SDK errors are translated once, in ``_sdk``, and keep their cause.
+
+The split that matters to callers: ``TransientError`` is worth retrying as is; ``CapacityError`` is worth
+retrying elsewhere (another zone, type or charge type); everything else is permanent for this request.
+``AuthError`` in particular never means that a resource is gone.
+"""
+
+from __future__ import annotations
+
+
+class CloudError(Exception):
+    def __init__(self, code: str, message: str, request_id: str | None = None) -> None:
+        super().__init__(f"{code}: {message}" + (f" (request {request_id})" if request_id else ""))
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+class TransientError(CloudError):
+    """Throttling, network failures, 5xx and internal errors: the same call may succeed later."""
+
+
+class CapacityError(CloudError):
+    """Out of stock, sold out, spot quota or price: the same placement will not do now."""
+
+
+class QuotaError(CloudError):
+    """An account quota or balance limit: no retry helps until the user acts."""
+
+
+class AuthError(CloudError):
+    """Bad, expired or insufficient credentials."""
+
+
+class NotFoundError(CloudError):
+    """The cloud answered that the resource does not exist."""
+
+
+class StateConflictError(CloudError):
+    """The resource exists but its state forbids the operation (e.g. terminating a PENDING instance)."""
+
+
+class InvalidRequestError(CloudError):
+    """The request itself is wrong: parameters, unsupported combinations."""

@@ -1,0 +1,74 @@
+"""Short-lived credentials for an instance, scoped to the COS prefixes its job may touch.
+
+GetFederationToken lasts at most 7200 s for a root account (tencent-cloud-api.md §7); the controller refreshes
+them while the job runs. The policy follows https://cloud.tencent.com/document/product/436/30580 .
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from ._sdk import TencentSdk
+
+OBJECT_ACTIONS = [
+    "name/cos:PutObject",
+    "name/cos:PostObject",
+    "name/cos:GetObject",
+    "name/cos:HeadObject",
+    "name/cos:DeleteObject",
+    "name/cos:InitiateMultipartUpload",
+    "name/cos:ListMultipartUploads",
+    "name/cos:ListParts",
+    "name/cos:UploadPart",
+    "name/cos:CompleteMultipartUpload",
+    "name/cos:AbortMultipartUpload",
+]
+READ_ACTIONS = ["name/cos:GetObject", "name/cos:HeadObject"]
+
+
+@dataclass(frozen=True)
+class Grant:
+    bucket: str
+    prefix: str
+    write: bool
+
+
+@dataclass(frozen=True)
+class TemporaryCredentials:
+    secret_id: str
+    secret_key: str
+    token: str
+    expires_at: int
+
+
+def cos_policy(region: str, appid: str, grants: list[Grant]) -> dict[str, object]:
+    statements: list[dict[str, object]] = []
+    for g in grants:
+        resource = f"qcs::cos:{region}:uid/{appid}:{g.bucket}/{g.prefix}*"
+        statements.append(
+            {"effect": "allow", "action": OBJECT_ACTIONS if g.write else READ_ACTIONS, "resource": [resource]}
+        )
+        statements.append(
+            {
+                "effect": "allow",
+                "action": ["name/cos:GetBucket", "name/cos:HeadBucket"],
+                "resource": [f"qcs::cos:{region}:uid/{appid}:{g.bucket}/*"],
+                "condition": {"string_like": {"cos:prefix": f"{g.prefix}*"}},
+            }
+        )
+    return {"version": "2.0", "statement": statements}
+
+
+def federation_token(
+    sdk: TencentSdk, name: str, appid: str, grants: list[Grant], duration_seconds: int = 7200
+) -> TemporaryCredentials:
+    policy = cos_policy(sdk.region, appid, grants)
+    result = sdk.call(
+        "sts",
+        "GetFederationToken",
+        {"Name": name, "Policy": quote(json.dumps(policy)), "DurationSeconds": duration_seconds},
+    )
+    creds = result["Credentials"]
+    return TemporaryCredentials(creds["TmpSecretId"], creds["TmpSecretKey"], creds["Token"], int(result["ExpiredTime"]))
