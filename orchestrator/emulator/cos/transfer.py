@@ -1,0 +1,204 @@
+"""Bytes in and out, streamed: never a whole object in memory, whatever its size.
+
+In: the request body is read as it arrives, gathered into 1 MiB chunks, and each chunk is hashed (MD5 for the
+ETag, CRC-64 for x-cos-hash-crc64ecma) and written by a worker thread while the event loop reads the next one
+(hashlib, fastcrc and file writes release the GIL). Out: ``loop.sendfile`` hands the file to the kernel, as
+aiohttp's FileResponse does, so large GETs run at page-cache speed. Injected ``slow_body`` and ``reset_body``
+faults take a chunked path that can pace the bytes or stop short and reset the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO, NoReturn
+
+from aiohttp import web
+
+from ..runtime.faults import CosFault
+from . import crc64
+from .storage import Body
+
+CHUNK = 1 << 20
+# Below this a chunk is hashed and written inline: a thread hop costs more than the work (small objects).
+INLINE_LIMIT = 64 << 10
+# Slow bodies move in small steps so the pace is even.
+_PACE_STEPS_PER_SECOND = 20
+
+
+class _Sink:
+    """One body being received: its file and running digests. Chunks arrive in order, one at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = path.open("wb")
+        self.md5 = hashlib.md5()
+        self.crc = 0
+        self.size = 0
+        self._lock = threading.Lock()  # close() must not interleave with a worker's absorb()
+
+    def absorb(self, data: bytes | bytearray) -> None:
+        with self._lock:
+            if self.file.closed:  # abandoned while this chunk waited for a worker
+                return
+            self.md5.update(data)
+            self.crc = crc64.update(data, self.crc)
+            self.file.write(data)
+            self.size += len(data)
+
+    def close(self) -> None:
+        with self._lock:
+            self.file.close()
+
+
+def reset_connection(request: web.Request) -> NoReturn:
+    """Reset the client's connection (RST) and end the handler: nothing more can be said on it."""
+    from ..server import abort_connection  # server imports cloud, which imports this package
+
+    abort_connection(request)
+    raise asyncio.CancelledError
+
+
+class _Pace:
+    """Holds a stream to ``bytes_per_second`` (slow_body), or lets it run (None)."""
+
+    def __init__(self, bytes_per_second: float | None) -> None:
+        self.rate = bytes_per_second
+        self.start = time.monotonic()
+
+    def step(self, default: int) -> int:
+        return default if self.rate is None else max(1, min(default, int(self.rate / _PACE_STEPS_PER_SECOND)))
+
+    async def wait(self, done: int) -> None:
+        if self.rate is not None:
+            ahead = done / self.rate - (time.monotonic() - self.start)
+            if ahead > 0:
+                await asyncio.sleep(ahead)
+
+
+def _pace_for(fault: CosFault | None) -> _Pace:
+    return _Pace(fault.bytes_per_second if fault is not None and fault.kind == "slow_body" else None)
+
+
+def _reset_after(fault: CosFault | None) -> int | None:
+    return fault.after_bytes if fault is not None and fault.kind == "reset_body" else None
+
+
+async def receive(request: web.Request, path: Path, fault: CosFault | None) -> Body:
+    """Write the request body to ``path``; return its size and digests. ``path`` is removed on any failure."""
+    loop = asyncio.get_running_loop()
+    pace = _pace_for(fault)
+    reset_at = _reset_after(fault)
+    sink = _Sink(path)
+    pending: asyncio.Future[None] | None = None
+    buffer = bytearray()
+    received = 0
+    try:
+        while True:
+            if reset_at is not None and received >= reset_at:
+                reset_connection(request)
+            chunk = await request.content.read(pace.step(CHUNK))
+            if not chunk:
+                break
+            received += len(chunk)
+            buffer += chunk
+            await pace.wait(received)
+            if len(buffer) >= CHUNK:
+                if pending is not None:
+                    await pending
+                pending = loop.run_in_executor(None, sink.absorb, buffer)
+                buffer = bytearray()
+        if pending is not None:
+            await pending
+        if len(buffer) > INLINE_LIMIT:
+            await loop.run_in_executor(None, sink.absorb, buffer)
+        else:
+            sink.absorb(buffer)
+    except BaseException:
+        sink.close()
+        path.unlink(missing_ok=True)
+        raise
+    sink.close()
+    return Body(path, sink.size, f'"{sink.md5.hexdigest()}"', sink.crc)
+
+
+async def send(
+    request: web.Request,
+    response: web.StreamResponse,
+    file: BinaryIO,
+    offset: int,
+    count: int,
+    fault: CosFault | None,
+) -> web.StreamResponse:
+    """Send ``count`` bytes of ``file`` from ``offset`` as the body of ``response`` (headers already set).
+    The caller opens the file before its first await: the bytes are those of the object it looked up."""
+    await response.prepare(request)
+    pace = _pace_for(fault)
+    reset_at = _reset_after(fault)
+    if pace.rate is None and reset_at is None and count:
+        transport = request.transport
+        if transport is None:
+            raise ConnectionResetError("client went away")
+        try:
+            await asyncio.get_running_loop().sendfile(transport, file, offset, count)
+        except NotImplementedError:  # e.g. an event loop without sendfile support
+            await _write_chunks(request, response, file, offset, count, pace, None)
+    else:
+        await _write_chunks(request, response, file, offset, count, pace, reset_at)
+    await response.write_eof()
+    return response
+
+
+async def _write_chunks(
+    request: web.Request,
+    response: web.StreamResponse,
+    file: BinaryIO,
+    offset: int,
+    count: int,
+    pace: _Pace,
+    reset_at: int | None,
+) -> None:
+    loop = asyncio.get_running_loop()
+    limit = count if reset_at is None else min(count, reset_at)
+    sent = 0
+    while sent < limit:
+        size = min(pace.step(CHUNK), limit - sent)
+        data = await loop.run_in_executor(None, os.pread, file.fileno(), size, offset + sent)
+        if not data:
+            raise OSError(f"{file.name} ended {limit - sent} bytes early")
+        await response.write(data)
+        sent += len(data)
+        await pace.wait(sent)
+    if reset_at is not None:
+        await _flush(request)
+        reset_connection(request)
+
+
+async def _flush(request: web.Request) -> None:
+    """Wait until the transport has handed what we wrote to the kernel (an abort discards its buffer)."""
+    transport = request.transport
+    while transport is not None and not transport.is_closing() and transport.get_write_buffer_size():
+        await asyncio.sleep(0.001)
+
+
+def assemble(sources: Sequence[Path], dest: Path) -> None:
+    """Concatenate part files into ``dest``; run in a worker thread. The kernel copies (copy_file_range) where
+    it can, which on copy-on-write file systems shares the blocks instead. ``dest`` is removed on failure."""
+    try:
+        with dest.open("wb") as out:
+            for source in sources:
+                with source.open("rb") as src:
+                    if hasattr(os, "copy_file_range"):
+                        while os.copy_file_range(src.fileno(), out.fileno(), 1 << 30):
+                            pass
+                    else:  # macOS and other systems without it
+                        shutil.copyfileobj(src, out, CHUNK)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
