@@ -40,7 +40,10 @@ async def list_objects(call: Call) -> web.StreamResponse:
     max_keys = call.int_param("max-keys", MAX_KEYS, 1, MAX_KEYS)
     page = paginate(
         call.store.objects(call.bucket_name, prefix, marker),
-        prefix=prefix, delimiter=delimiter, marker=marker, limit=max_keys,
+        prefix=prefix,
+        delimiter=delimiter,
+        marker=marker,
+        limit=max_keys,
     )
     owner: list[wire.Element] = [("ID", call.appid), ("DisplayName", call.appid)]
     children: list[wire.Element] = [("Name", call.bucket_name)]
@@ -56,14 +59,17 @@ async def list_objects(call: Call) -> web.StreamResponse:
     if page.truncated:  # coscmd pages on NextMarker while IsTruncated (client-recipes §4.2)
         children.append(("NextMarker", call.encode(page.next_marker)))
     children += [
-        ("Contents", [
-            ("Key", call.encode(obj.key)),
-            ("LastModified", wire.iso_date(obj.modified)),
-            ("ETag", obj.etag),
-            ("Size", obj.size),
-            ("Owner", owner),
-            ("StorageClass", "STANDARD"),
-        ])
+        (
+            "Contents",
+            [
+                ("Key", call.encode(obj.key)),
+                ("LastModified", wire.iso_date(obj.modified)),
+                ("ETag", obj.etag),
+                ("Size", obj.size),
+                ("Owner", owner),
+                ("StorageClass", "STANDARD"),
+            ],
+        )
         for obj in page.entries
     ]
     children += [call.prefix_element(p) for p in page.prefixes]
@@ -72,12 +78,15 @@ async def list_objects(call: Call) -> web.StreamResponse:
 
 async def list_buckets(call: Call) -> web.StreamResponse:
     buckets: list[wire.Element] = [
-        ("Bucket", [
-            ("Name", b.name),
-            ("Location", b.region),
-            ("CreationDate", wire.iso_date(b.created, millis=False)),
-            ("BucketType", "cos"),
-        ])
+        (
+            "Bucket",
+            [
+                ("Name", b.name),
+                ("Location", b.region),
+                ("CreationDate", wire.iso_date(b.created, millis=False)),
+                ("BucketType", "cos"),
+            ],
+        )
         for b in call.store.buckets()
     ]
     return call.xml("ListAllMyBucketsResult", [("Owner", call.owner()), ("Buckets", buckets)])

@@ -38,9 +38,14 @@ def _upload(call: Call) -> Upload:
 async def initiate(call: Call) -> web.StreamResponse:
     call.bucket()
     upload = call.store.create_upload(call.bucket_name, call.key, stored_headers(call.request), call.now)
-    return call.xml("InitiateMultipartUploadResult", [
-        ("Bucket", call.bucket_name), ("Key", call.key), ("UploadId", upload.upload_id),
-    ])
+    return call.xml(
+        "InitiateMultipartUploadResult",
+        [
+            ("Bucket", call.bucket_name),
+            ("Key", call.key),
+            ("UploadId", upload.upload_id),
+        ],
+    )
 
 
 async def upload_part(call: Call) -> web.StreamResponse:
@@ -94,9 +99,15 @@ async def complete(call: Call) -> web.StreamResponse:
         call.store.finish_upload(upload.upload_id)
     finally:
         call.store.completing.discard(upload.upload_id)
-    response = call.xml("CompleteMultipartUploadResult", [
-        ("Location", call.location(call.key)), ("Bucket", call.bucket_name), ("Key", call.key), ("ETag", obj.etag),
-    ])
+    response = call.xml(
+        "CompleteMultipartUploadResult",
+        [
+            ("Location", call.location(call.key)),
+            ("Bucket", call.bucket_name),
+            ("Key", call.key),
+            ("ETag", obj.etag),
+        ],
+    )
     response.headers["x-cos-hash-crc64ecma"] = obj.crc64
     return response
 
@@ -140,7 +151,10 @@ async def list_uploads(call: Call) -> web.StreamResponse:
     max_uploads = call.int_param("max-uploads", MAX_LISTED, 1, MAX_LISTED)
     page = paginate(
         call.store.uploads(call.bucket_name, prefix, key_marker, upload_id_marker),
-        prefix=prefix, delimiter=delimiter, marker=key_marker, limit=max_uploads,
+        prefix=prefix,
+        delimiter=delimiter,
+        marker=key_marker,
+        limit=max_uploads,
     )
     children: list[wire.Element] = [("Bucket", call.bucket_name)]
     if call.param("encoding-type"):
@@ -166,20 +180,26 @@ async def list_uploads(call: Call) -> web.StreamResponse:
 
 
 def _part_element(part: Part) -> wire.Element:
-    return ("Part", [
-        ("PartNumber", part.number),
-        ("LastModified", wire.iso_date(part.modified)),
-        ("ETag", part.etag),
-        ("Size", part.size),
-    ])
+    return (
+        "Part",
+        [
+            ("PartNumber", part.number),
+            ("LastModified", wire.iso_date(part.modified)),
+            ("ETag", part.etag),
+            ("Size", part.size),
+        ],
+    )
 
 
 def _upload_element(call: Call, upload: Upload) -> wire.Element:
-    return ("Upload", [
-        ("Key", call.encode(upload.key)),
-        ("UploadId", upload.upload_id),
-        ("StorageClass", "STANDARD"),
-        ("Initiator", call.owner()),
-        ("Owner", call.owner()),
-        ("Initiated", wire.iso_date(upload.initiated)),
-    ])
+    return (
+        "Upload",
+        [
+            ("Key", call.encode(upload.key)),
+            ("UploadId", upload.upload_id),
+            ("StorageClass", "STANDARD"),
+            ("Initiator", call.owner()),
+            ("Owner", call.owner()),
+            ("Initiated", wire.iso_date(upload.initiated)),
+        ],
+    )

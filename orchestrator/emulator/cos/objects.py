@@ -14,7 +14,12 @@ from .storage import Body, StoredObject
 MAX_PUT_BYTES = 5 * 1024**3
 # Request headers an object keeps and answers with on GET and HEAD, besides x-cos-meta-*.
 _KEPT_HEADERS = (
-    "Content-Type", "Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires"
+    "Content-Type",
+    "Cache-Control",
+    "Content-Disposition",
+    "Content-Encoding",
+    "Content-Language",
+    "Expires",
 )
 # GET Object query parameters that override a response header (doc 436/7753).
 RESPONSE_OVERRIDES = {
@@ -111,9 +116,16 @@ async def delete_objects(call: Call) -> web.StreamResponse:
     results: list[wire.Element] = []
     for key in keys:
         if not call.may("DeleteObject", key):
-            results.append(("Error", [
-                ("Key", key), ("Code", "AccessDenied"), ("Message", "Access Denied: cos:DeleteObject not allowed."),
-            ]))
+            results.append(
+                (
+                    "Error",
+                    [
+                        ("Key", key),
+                        ("Code", "AccessDenied"),
+                        ("Message", "Access Denied: cos:DeleteObject not allowed."),
+                    ],
+                )
+            )
             continue
         call.store.delete_object(call.bucket_name, key)
         if not quiet:

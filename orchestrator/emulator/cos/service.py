@@ -27,6 +27,9 @@ from .storage import Store
 
 log = logging.getLogger("cvmjob.emulator.cos")
 
+# Object keys are at most 850 bytes of UTF-8 (doc 436/13324, object naming rules).
+MAX_KEY_BYTES = 850
+
 
 @dataclass(frozen=True)
 class Route:
@@ -52,8 +55,16 @@ ROUTES: dict[tuple[str, bool, str | None], Route] = {
         "GetBucket", buckets.list_objects, "bucket", "prefix", "delimiter", "marker", "max-keys", "encoding-type"
     ),
     ("GET", False, "uploads"): _route(
-        "ListMultipartUploads", multipart.list_uploads, "prefix",
-        "uploads", "prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type",
+        "ListMultipartUploads",
+        multipart.list_uploads,
+        "prefix",
+        "uploads",
+        "prefix",
+        "delimiter",
+        "key-marker",
+        "upload-id-marker",
+        "max-uploads",
+        "encoding-type",
     ),
     ("POST", False, "delete"): _route("DeleteMultipleObjects", objects.delete_objects, "keys", "delete"),
     ("PUT", True, None): _route("PutObject", objects.put_object, "object", streams=True),
@@ -122,6 +133,8 @@ class Cos:
             query = dict(request.query)
             route = route_for(request.method, key, query) if bucket else SERVICE_ROUTE
             _check_params(route, query)
+            if len(key.encode()) > MAX_KEY_BYTES:
+                raise CosError(400, "KeyTooLong", f"The object key is longer than {MAX_KEY_BYTES} bytes.")
             fault = self._faults.cos_fault(route.action, bucket, key)
             if fault is not None and fault.kind == "error":
                 raise CosError(fault.status, fault.code, fault.message)

@@ -19,7 +19,13 @@ from ..errors import CosError
 
 TOKEN = "x-cos-security-token"
 _REQUIRED = (
-    "q-sign-algorithm", "q-ak", "q-sign-time", "q-key-time", "q-header-list", "q-url-param-list", "q-signature"
+    "q-sign-algorithm",
+    "q-ak",
+    "q-sign-time",
+    "q-key-time",
+    "q-header-list",
+    "q-url-param-list",
+    "q-signature",
 )
 
 
@@ -92,7 +98,8 @@ def verify(
             token = headers.get(TOKEN) or dict(query).get(TOKEN)
             return SignedRequest(fields["q-ak"], token)
     raise CosError(
-        403, "SignatureDoesNotMatch",
+        403,
+        "SignatureDoesNotMatch",
         "The request signature we calculated does not match the signature you provided. "
         "Check your key and signing method.",
     )

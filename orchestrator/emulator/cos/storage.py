@@ -140,9 +140,7 @@ class Store:
         """Drop bodies of requests that never completed and data files no record points at."""
         for leftover in self.tmp_dir.iterdir():
             leftover.unlink()
-        referenced = {
-            row[0] for row in self._db.execute("SELECT data FROM objects UNION ALL SELECT data FROM parts")
-        }
+        referenced = {row[0] for row in self._db.execute("SELECT data FROM objects UNION ALL SELECT data FROM parts")}
         for path in self.data_dir.iterdir():
             if path.name not in referenced:
                 path.unlink()
@@ -214,9 +212,7 @@ class Store:
             raise CosError(404, "NoSuchKey", "The specified key does not exist.")
         return _object(row)
 
-    def commit_object(
-        self, bucket: Bucket, key: str, body: Body, headers: dict[str, str], now: float
-    ) -> StoredObject:
+    def commit_object(self, bucket: Bucket, key: str, body: Body, headers: dict[str, str], now: float) -> StoredObject:
         name = self._adopt(body, lambda: self.bucket(bucket.name, bucket.region))
         old = self._db.execute("SELECT data FROM objects WHERE bucket = ? AND key = ?", (bucket.name, key)).fetchone()
         with self._db:

@@ -51,9 +51,7 @@ def _render(out: list[str], elements: Sequence[Element]) -> None:
 
 
 def xml_response(request_id: str, root: str, children: Sequence[Element]) -> web.Response:
-    return web.Response(
-        body=render(root, children), headers={**base_headers(request_id), "Content-Type": XML_TYPE}
-    )
+    return web.Response(body=render(root, children), headers={**base_headers(request_id), "Content-Type": XML_TYPE})
 
 
 def empty_response(request_id: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -66,13 +64,16 @@ def error_response(err: CosError, request_id: str, resource: str, *, head: bool)
     headers = {**base_headers(request_id), "x-cos-trace-id": new_request_id()}
     if head:
         return web.Response(status=err.status, headers=headers)
-    body = render("Error", [
-        ("Code", err.code),
-        ("Message", err.message),
-        ("Resource", resource),
-        ("RequestId", request_id),
-        ("TraceId", headers["x-cos-trace-id"]),
-    ])
+    body = render(
+        "Error",
+        [
+            ("Code", err.code),
+            ("Message", err.message),
+            ("Resource", resource),
+            ("RequestId", request_id),
+            ("TraceId", headers["x-cos-trace-id"]),
+        ],
+    )
     return web.Response(status=err.status, body=body, headers={**headers, "Content-Type": XML_TYPE})
 
 
@@ -120,7 +121,7 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     whole object); a range that starts past the end is 416 InvalidRange."""
     if not header or not header.startswith("bytes=") or "," in header:
         return None
-    first_text, dash, last_text = header[len("bytes="):].strip().partition("-")
+    first_text, dash, last_text = header[len("bytes=") :].strip().partition("-")
     if not dash or not (first_text or last_text) or not (first_text + last_text).isdigit():
         return None
     if not first_text:  # suffix: the last n bytes
@@ -129,12 +130,11 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
             raise _unsatisfiable(size)
         return max(0, size - length), size - 1
     first = int(first_text)
-    last = int(last_text) if last_text else size - 1
-    if last < first:
+    if last_text and int(last_text) < first:
         return None
     if first >= size:
         raise _unsatisfiable(size)
-    return first, min(last, size - 1)
+    return first, min(int(last_text), size - 1) if last_text else size - 1
 
 
 def _unsatisfiable(size: int) -> CosError:
