@@ -146,6 +146,11 @@ def find_by_tags(sdk: TencentSdk, tags: dict[str, str]) -> list[InstanceView]:
     return [InstanceView.from_api(i) for i in _pages(sdk, {"Filters": filters})]
 
 
+def find_by_tag_key(sdk: TencentSdk, key: str) -> list[InstanceView]:
+    """Every instance carrying the tag key ``key``, whatever its value."""
+    return [InstanceView.from_api(i) for i in _pages(sdk, {"Filters": [{"Name": "tag-key", "Values": [key]}]})]
+
+
 def describe(sdk: TencentSdk, instance_ids: list[str]) -> dict[str, InstanceView]:
     """The instances the cloud knows; an id missing from the result is one the cloud says does not exist."""
     found: dict[str, InstanceView] = {}

@@ -77,6 +77,12 @@ def find_by_tags(sdk: TencentSdk, tags: dict[str, str]) -> list[ImageView]:
     return _pages(sdk, {"Filters": filters})
 
 
+def find_by_tag_key(sdk: TencentSdk, key: str) -> list[ImageView]:
+    return _pages(
+        sdk, {"Filters": [{"Name": "tag-key", "Values": [key]}, {"Name": "image-type", "Values": ["PRIVATE_IMAGE"]}]}
+    )
+
+
 def find_by_name(sdk: TencentSdk, name: str) -> list[ImageView]:
     return [i for i in _pages(sdk, {"Filters": [{"Name": "image-name", "Values": [name]}]}) if i.name == name]
 

@@ -1,0 +1,281 @@
+"""Library entry points (the CLI is a thin layer over these): plan, submit, drive, status, logs, cancel, gc."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timezone
+from pathlib import Path
+
+from . import embedded
+from .contract import JobLayout, Manifest, Result, Status
+from .lifecycle.configure import settings_for
+from .lifecycle.machine import JobState
+from .lifecycle.reconcile import drive
+from .lifecycle.settings import settings_to_json
+from .plan.models import BILLING_TO_CHARGE, Plan
+from .plan.planner import ON_DEMAND, Facts, PlanError, PublicImage, make_plan
+from .policy.loader import load_job_policies
+from .providers.tencent import compute, images
+from .providers.tencent._sdk import TencentSdk
+from .providers.tencent.errors import CloudError
+from .providers.tencent.storage import ObjectStore
+from .spec import JobSpec, load_spec
+from .state.store import JobRecord, Store
+from .target import Target, connect, resolve
+
+
+class JobNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    spec: JobSpec
+    spec_path: Path
+    target: Target
+    plan: Plan
+    notes: list[str] = field(default_factory=list)
+
+
+def new_job_id() -> str:
+    return "job-" + secrets.token_hex(4)
+
+
+def state_bucket(spec: JobSpec, target: Target) -> str:
+    return spec.storage.bucket or f"cvmjob-{target.appid}"
+
+
+def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
+    zones = [z for z, available in compute.zones(sdk) if available and z.rpartition("-")[0] == spec.region]
+    charge = BILLING_TO_CHARGE[spec.billing.mode]
+    offerings = compute.offerings(sdk, zones, None, charge) if zones else []
+    if charge == "SPOTPAID" and zones:
+        offerings += compute.offerings(sdk, zones, None, ON_DEMAND)
+    image = None
+    if spec.image is not None and spec.image.id is not None:
+        found = images.describe(sdk, [spec.image.id]).get(spec.image.id)
+        if found is None:
+            raise PlanError(
+                [f"image.id: {spec.image.id} does not exist in {spec.region}. check the id, or use image.name"]
+            )
+        image = PublicImage(found.image_id, found.name)
+    elif spec.image is not None and spec.image.name is not None:
+        named = images.find_by_name(sdk, spec.image.name)
+        if not named:
+            raise PlanError([f"image.name: no image named {spec.image.name!r} in {spec.region}"])
+        image = PublicImage(named[0].image_id, named[0].name)
+    public = sdk.call(
+        "cvm", "DescribeImages", {"Filters": [{"Name": "image-type", "Values": ["PUBLIC_IMAGE"]}], "Limit": 100}
+    )
+    public_images = [PublicImage(i["ImageId"], i.get("ImageName", "")) for i in public.get("ImageSet") or []]
+    return Facts(
+        region=spec.region,
+        zones=zones,
+        offerings=offerings,
+        image=image,
+        public_images=public_images,
+        state_bucket=state_bucket(spec, target),
+    )
+
+
+def _check_storage(spec: JobSpec, target: Target, sdk: TencentSdk, plan: Plan) -> list[str]:
+    """Buckets and prefixes the job reads must exist; returns notes for what will be created."""
+    problems: list[str] = []
+    notes: list[str] = []
+    for index, source in enumerate(spec.data):
+        store = ObjectStore(sdk, source.source.bucket)
+        seeded = target.kind == "emulator" and source.emulator_seed is not None
+        if not store.bucket_exists():
+            if seeded:
+                notes.append(f"data.{index}: {source.source} will be seeded from {source.emulator_seed}")
+                continue
+            problems.append(
+                f"data.{index}.source: bucket {source.source.bucket} does not exist. create it or fix the bucket name"
+            )
+        elif next(store.iter_objects(source.source.prefix), None) is None and not seeded:
+            problems.append(f"data.{index}.source: {source.source} is empty. upload the data or fix the prefix")
+    for name, uri in (
+        ("checkpoints.upload_to", spec.checkpoints.upload_to),
+        ("outputs.upload_to", spec.outputs.upload_to),
+    ):
+        if uri is not None and not ObjectStore(sdk, uri.bucket).bucket_exists():
+            problems.append(f"{name}: bucket {uri.bucket} does not exist. create it or leave {name} unset")
+    if not ObjectStore(sdk, plan.state_bucket).bucket_exists():
+        notes.append(f"the state bucket {plan.state_bucket} will be created")
+    if problems:
+        raise PlanError(problems)
+    return notes
+
+
+def plan(
+    spec_path: Path, overrides: list[str] | None = None, force_emulator: bool = False, name: str | None = None
+) -> PlanReport:
+    """Everything `cvmjob plan` shows; no side effects (the only write-like call is a DryRun)."""
+    overrides = list(overrides or [])
+    if name:
+        overrides.append(f"name={name}")
+    spec = load_spec(spec_path, overrides)
+    load_job_policies(spec, spec_path)
+    target = resolve(spec.region, force_emulator)
+    sdk = connect(target)
+    plan_ = make_plan(spec, _gather(spec, target, sdk))
+    notes = _check_storage(spec, target, sdk, plan_)
+    primary = plan_.primary
+    probe = compute.LaunchRequest(
+        zone=primary.zone,
+        instance_type=primary.instance_type,
+        charge_type=primary.charge_type,
+        image_id=plan_.image_id,
+        client_token="cvmjob-plan-dry-run",
+        name=f"cvmjob-{spec.name}",
+        tags={},
+        spot_max_price=spec.billing.spot_max_price if primary.charge_type == "SPOTPAID" else None,
+        system_disk=compute.Disk(spec.disks.system.type, spec.disks.system.size_gib),
+    )
+    compute.dry_run(sdk, probe)
+    price = compute.inquiry_price(sdk, probe)
+    if price.per_hour is not None:
+        plan_.candidates[0] = primary.model_copy(update={"price_per_hour": price.per_hour})
+        plan_.estimated_cost = round(price.per_hour * plan_.nnodes * plan_.expected_hours, 2)
+    return PlanReport(spec, spec_path, target, plan_, notes)
+
+
+def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.time) -> str:
+    policies = load_job_policies(report.spec, report.spec_path)
+    job_id = new_job_id()
+    created = now()
+    store.create_job(
+        job_id,
+        report.spec.name,
+        report.spec.model_dump(mode="json"),
+        report.plan.model_dump(mode="json"),
+        report.target.to_json(),
+        created,
+        created + report.spec.limits.max_runtime,
+        str(report.spec_path.resolve().parent),
+        settings_to_json(settings_for(report.spec, policies.recovery)),
+    )
+    return job_id
+
+
+def find_job(store: Store, ref: str) -> JobRecord:
+    matches = store.find(ref)
+    if not matches:
+        raise JobNotFound(f"no job {ref!r}: `cvmjob ls` lists them")
+    if len(matches) > 1 and matches[0].job_id != ref and matches[0].name != ref:
+        ids = ", ".join(j.job_id for j in matches[:5])
+        raise JobNotFound(f"{ref!r} matches several jobs ({ids}); give more of the id")
+    return matches[0]
+
+
+def run_job(store: Store, job_id: str, **kwargs: object) -> JobRecord:
+    try:
+        return drive(store, job_id, **kwargs)  # type: ignore[arg-type]
+    finally:
+        release_embedded(store)
+
+
+def release_embedded(store: Store) -> None:
+    """Stop the embedded emulator when no active job runs on it ("for the job's duration")."""
+    current = embedded.running()
+    if current is None:
+        return
+    for job in store.list_jobs(active_only=True):
+        if job.cloud.get("embedded"):
+            return
+    embedded.stop(current)
+
+
+@dataclass(frozen=True)
+class AgentView:
+    status: Status | None
+    result: Result | None
+    manifest: Manifest | None
+
+
+def agent_view(job: JobRecord, node: int = 0) -> AgentView:
+    """What the agents last said, read from COS (None fields when unreachable or not yet written)."""
+    target = Target.from_json(job.cloud)
+    if target.embedded and embedded.running() is None:
+        return AgentView(None, None, None)
+    sdk = connect(target)
+    store = ObjectStore(sdk, Plan.model_validate(job.plan).state_bucket)
+    layout = JobLayout(job.job_id)
+    try:
+        status = store.get_json(layout.status(job.attempt, node))
+        result = store.get_json(layout.result(job.attempt, node))
+        manifest = store.get_json(layout.checkpoints_prefix + "manifest.json")
+    except CloudError:
+        return AgentView(None, None, None)
+    return AgentView(
+        Status.model_validate(status) if status else None,
+        Result.model_validate(result) if result else None,
+        Manifest.model_validate(manifest) if manifest else None,
+    )
+
+
+def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after: str = "") -> Iterator[tuple[str, str]]:
+    """(key, text) of the shipped log chunks of an attempt, in order, after the key ``after``."""
+    target = Target.from_json(job.cloud)
+    sdk = connect(target)
+    store = ObjectStore(sdk, Plan.model_validate(job.plan).state_bucket)
+    layout = JobLayout(job.job_id)
+    prefix = layout.logs_prefix(attempt or job.attempt, node)
+    for info in store.iter_objects(prefix):
+        if info.key > after:
+            data = store.get_bytes(info.key) or b""
+            yield info.key, data.decode(errors="replace")
+
+
+def cancel(store: Store, job: JobRecord, now: Callable[[], float] = time.time) -> None:
+    if job.state.is_terminal():
+        return
+    store.request_cancel(job.job_id, now())
+
+
+@dataclass(frozen=True)
+class Orphans:
+    instances: list[compute.InstanceView]
+    images: list[images.ImageView]
+
+
+def find_orphans(store: Store, sdk: TencentSdk, now: float, grace: float, me: str) -> Orphans:
+    """Instances and images tagged by cvmjob that no active job owns.
+
+    A resource is an orphan when its job is terminal in this store, or unknown to it but tagged with this
+    controller's owner and older than ``grace`` seconds (a just-created resource may belong to a job whose record
+    is still being written; another user's jobs are not ours to judge). A succeeded job's own image is its
+    product, not an orphan."""
+    jobs = {j.job_id: j for j in store.list_jobs()}
+
+    def orphaned(tags: dict[str, str], created: float | None) -> bool:
+        job = jobs.get(tags.get("cvmjob:job", ""))
+        if job is not None:
+            return job.state.is_terminal()
+        return tags.get("cvmjob:owner") == me and created is not None and now - created >= grace
+
+    instances = [
+        i
+        for i in compute.find_by_tag_key(sdk, "cvmjob:job")
+        if i.state not in ("TERMINATING", "LAUNCH_FAILED")
+        and orphaned(i.tags, i.created_at.timestamp() if i.created_at else None)
+    ]
+    products = {j.image_id for j in jobs.values() if j.state == JobState.SUCCEEDED and j.image_id}
+    stray_images = []
+    for img in images.find_by_tag_key(sdk, "cvmjob:job"):
+        created = img.created()
+        if img.image_id in products or img.state != "NORMAL":
+            continue
+        if orphaned(img.tags, created.replace(tzinfo=timezone.utc).timestamp() if created else None):
+            stray_images.append(img)
+    return Orphans(instances, stray_images)
+
+
+def collect_orphans(sdk: TencentSdk, orphans: Orphans) -> None:
+    if orphans.instances:
+        compute.terminate(sdk, [i.instance_id for i in orphans.instances])
+    if orphans.images:
+        images.delete(sdk, [i.image_id for i in orphans.images])

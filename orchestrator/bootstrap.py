@@ -1,0 +1,67 @@
+"""The UserData script: fetch the agent and its config through presigned URLs, start the agent, and make it
+start again at every boot. It holds no secret: the URLs are signatures, not keys (the config they point at holds
+short-lived keys scoped to the job).
+
+On the local emulator an instance's "/" is ``$TENCENTCLOUD_EMULATOR_ROOT`` (a sandbox directory; an emulated
+instance cannot chroot); on Tencent Cloud that variable is unset and paths are the real ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+
+MAX_USER_DATA = 16 * 1024  # RunInstances: UserData is base64, at most 16 KB
+
+_TEMPLATE = """#!/bin/bash
+# cvmjob bootstrap: job {job_id}, attempt {attempt}, node {node}
+set -euo pipefail
+ROOT="${{TENCENTCLOUD_EMULATOR_ROOT:-}}"
+DIR="$ROOT/opt/cvmjob/{job_id}/a{attempt}-n{node}"
+mkdir -p "$DIR/lib"
+cd "$DIR"
+fetch() {{
+  python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$1" "$2"
+}}
+for i in 1 2 3 4 5 6; do
+  if fetch {wheel_url} agent.whl && fetch {config_url} agent.json; then break; fi
+  [ "$i" = 6 ] && {{ echo "cvmjob: cannot fetch the agent" >&2; exit 1; }}
+  sleep $((i * 5))
+done
+python3 -m zipfile -e agent.whl lib
+# The agent's own needs; the image provides Python 3.10+ and, for training, torch.
+python3 -c 'import pydantic, yaml, qcloud_cos, fastcrc' 2>/dev/null \\
+  || python3 -m pip install --quiet --target lib {requirements}
+AGENT='exec python3 -m orchestrator.agent --config %q --workdir %q >>%q 2>&1'
+printf "#!/bin/bash\\ncd %q && PYTHONPATH=%q $AGENT\\n" \\
+  "$DIR" "$DIR/lib" "$DIR/agent.json" "$DIR" "$DIR/agent.log" > run-agent.sh
+chmod +x run-agent.sh
+# cloud-init runs per-boot scripts at every later boot: a rebooted instance resumes its agent.
+mkdir -p "$ROOT/var/lib/cloud/scripts/per-boot"
+ln -sf "$DIR/run-agent.sh" "$ROOT/var/lib/cloud/scripts/per-boot/cvmjob-agent-{job_id}.sh"
+nohup "$DIR/run-agent.sh" >/dev/null 2>&1 &
+"""
+
+AGENT_REQUIREMENTS = (
+    "pydantic>=2.7,<3",
+    "pyyaml>=6,<7",
+    "cos-python-sdk-v5>=1.9.44,<2",
+    "tencentcloud-sdk-python-common>=3.1.195,<4",
+    "fastcrc>=0.3,<1",
+)
+
+
+def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: str) -> str:
+    """The base64 UserData for one node of one attempt."""
+    script = _TEMPLATE.format(
+        job_id=job_id,
+        attempt=attempt,
+        node=node,
+        wheel_url=shlex.quote(wheel_url),
+        config_url=shlex.quote(config_url),
+        requirements=" ".join(shlex.quote(r) for r in AGENT_REQUIREMENTS),
+    )
+    encoded = base64.b64encode(script.encode()).decode()
+    if len(encoded) > MAX_USER_DATA:
+        raise ValueError(f"UserData is {len(encoded)} bytes base64; Tencent Cloud accepts at most {MAX_USER_DATA}")
+    return encoded

@@ -1,0 +1,127 @@
+"""What the controller ships to an instance: the workdir archive and the agent wheel.
+
+The archive honours ``.gitignore`` files (the root one and nested ones, git's matching rules via pathspec) and
+never includes ``.git``; it is deterministic (sorted members, fixed mtimes and owners), so an unchanged workdir
+gives the same digest. The agent wheel is built from this very installation of cvmjob, so the agent on the
+instance is always the controller's version (no PyPI round trip, works offline).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import os
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from . import __version__
+
+_ALWAYS_EXCLUDED = {".git", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".venv"}
+# The agent needs neither the local cloud nor the CLI.
+_NOT_IN_AGENT_WHEEL = {"emulator", "cli"}
+
+
+@dataclass(frozen=True)
+class Archive:
+    path: Path
+    files: int
+    size: int
+    sha256: str
+
+
+def workdir_files(root: Path) -> list[Path]:
+    """Files under ``root`` that git would not ignore, as paths relative to root, sorted."""
+    out: list[Path] = []
+    specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root)
+        ignore_file = here / ".gitignore"
+        if ignore_file.is_file():
+            specs.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(ignore_file.read_text().splitlines())))
+
+        def ignored(rel: Path, is_dir: bool) -> bool:
+            for base, spec in specs:
+                if base == Path(".") or base in rel.parents:
+                    candidate = str(rel.relative_to(base) if base != Path(".") else rel)
+                    if spec.match_file(candidate + ("/" if is_dir else "")):
+                        return True
+            return False
+
+        dirnames[:] = sorted(d for d in dirnames if d not in _ALWAYS_EXCLUDED and not ignored(rel_dir / d, is_dir=True))
+        out.extend(rel_dir / f for f in sorted(filenames) if not ignored(rel_dir / f, is_dir=False))
+    return sorted(p for p in out if (root / p).is_file() and not (root / p).is_symlink())
+
+
+def workdir_archive(root: Path, dest: Path) -> Archive:
+    files = workdir_files(root)
+    size = 0
+    # mtime=0 in the gzip header and fixed member metadata: same tree, same bytes.
+    with (
+        dest.open("wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
+        for rel in files:
+            path = root / rel
+            info = tarfile.TarInfo(str(rel))
+            stat = path.stat()
+            info.size = stat.st_size
+            info.mode = 0o755 if stat.st_mode & 0o111 else 0o644
+            info.mtime = 0
+            with path.open("rb") as f:
+                tar.addfile(info, f)
+            size += stat.st_size
+    return Archive(dest, len(files), size, _sha256(dest))
+
+
+def agent_wheel(dest_dir: Path) -> Path:
+    """A pure-Python wheel of this installation's ``orchestrator`` package (minus the emulator and the CLI)."""
+    package_root = Path(__file__).resolve().parent
+    name = f"cvmjob-{__version__}-py3-none-any.whl"
+    dist_info = f"cvmjob-{__version__}.dist-info"
+    dest = dest_dir / name
+    records: list[str] = []
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as whl:
+        for path in sorted(package_root.rglob("*")):
+            rel = path.relative_to(package_root)
+            if not path.is_file() or rel.parts[0] in _NOT_IN_AGENT_WHEEL:
+                continue
+            if "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo"):
+                continue
+            data = path.read_bytes()
+            arcname = f"orchestrator/{rel.as_posix()}"
+            _write(whl, arcname, data, records)
+        metadata = f"Metadata-Version: 2.1\nName: cvmjob\nVersion: {__version__}\n".encode()
+        wheel = b"Wheel-Version: 1.0\nGenerator: cvmjob\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        _write(whl, f"{dist_info}/METADATA", metadata, records)
+        _write(whl, f"{dist_info}/WHEEL", wheel, records)
+        records.append(f"{dist_info}/RECORD,,")
+        whl.writestr(_zipinfo(f"{dist_info}/RECORD"), "\n".join(records) + "\n")
+    return dest
+
+
+def _zipinfo(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    return info
+
+
+def _write(whl: zipfile.ZipFile, arcname: str, data: bytes, records: list[str]) -> None:
+    whl.writestr(_zipinfo(arcname), data)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    records.append(f"{arcname},sha256={digest},{len(data)}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,1 @@
+"""The ``cvmjob`` command: a thin typer layer over ``orchestrator.api``."""

@@ -1,0 +1,342 @@
+"""cvmjob: run GPU training jobs on Tencent Cloud (or the local emulator).
+
+Exit codes (also in the README): 0 success; 2 bad input (spec, flags), nothing created; 3 the cloud refused
+before anything was created (credentials, permissions); 10-30 the job's failure states (see
+``lifecycle.machine.EXIT_CODES``); 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .. import api
+from ..home import state_db
+from ..lifecycle.execute import owner
+from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
+from ..lifecycle.reconcile import Controls
+from ..plan.planner import PlanError
+from ..providers.tencent.errors import CloudError
+from ..spec import JobSpec, SpecError
+from ..spec.durations import parse_duration
+from ..state.store import FencedOut, LeaseHeld, Store
+from ..target import TargetError, connect, resolve
+from . import render
+from .emulator import emulator_app
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0], pretty_exceptions_enable=False
+)
+app.add_typer(emulator_app, name="emulator")
+
+SpecPath = Annotated[Path, typer.Argument(help="the job spec (YAML)", exists=False)]
+Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override a spec field: key.path=value")]  # noqa: UP045
+Output = Annotated[str, typer.Option("--output", "-o", help="text or json")]
+Emulator = Annotated[bool, typer.Option("--emulator", help="use the local emulator even if credentials exist")]
+JobRef = Annotated[str, typer.Argument(help="job id (or a unique prefix, or the job name)")]
+
+
+class Abort(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _store() -> Store:
+    return Store(state_db())
+
+
+def _check_output(output: str) -> None:
+    if output not in ("text", "json"):
+        raise Abort(f"--output must be text or json, not {output!r}", EXIT_BAD_INPUT)
+
+
+def _say_target(report: api.PlanReport, output: str) -> None:
+    if output == "text" and report.target.kind == "emulator":
+        how = "no Tencent Cloud credentials were found" if report.target.embedded else "CVMJOB_ENDPOINT is set"
+        render.console.print(f"[yellow]Running on the local Tencent Cloud emulator ({how}): nothing is billed.[/]")
+
+
+@app.command()
+def plan(spec: SpecPath, set_: Sets = None, output: Output = "text", emulator: Emulator = False) -> None:
+    """Resolve the instance type and zone, price the job and validate it with a DryRun. Creates nothing."""
+    _check_output(output)
+    report = api.plan(spec, set_ or [], emulator)
+    if output == "json":
+        render.print_json(render.plan_json(report))
+    else:
+        _say_target(report, output)
+        render.show_plan(report)
+
+
+@app.command()
+def run(
+    spec: SpecPath,
+    set_: Sets = None,
+    name: Annotated[Optional[str], typer.Option(help="override the job name")] = None,  # noqa: UP045
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="return once submitted; drive in the background")
+    ] = False,
+    output: Output = "text",
+    emulator: Emulator = False,
+) -> None:
+    """Run a job through its whole life: create, sync, train, checkpoint, image, destroy."""
+    _check_output(output)
+    report = api.plan(spec, set_ or [], emulator, name)
+    _say_target(report, output)
+    store = _store()
+    job_id = api.submit(report, store)
+    if output == "text":
+        render.console.print(f"job [bold]{job_id}[/] submitted ({report.plan.primary.label()})")
+    if detach:
+        _spawn_driver(job_id)
+        if output == "json":
+            render.print_json({"job_id": job_id, "detached": True})
+        return
+    _drive_foreground(store, job_id, output)
+
+
+def _spawn_driver(job_id: str) -> None:
+    log = state_db().parent / "logs" / f"{job_id}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli.main", "_drive", job_id],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False) -> None:
+    controls = Controls()
+    progress = render.Progress()
+    presses = {"count": 0}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        presses["count"] += 1
+        if presses["count"] == 1:
+            store.request_cancel(job_id, time.time())
+            if output == "text":
+                render.err.print(
+                    "[yellow]Cancelling: the agent checkpoints and uploads, then the instance is "
+                    "destroyed. Press Ctrl-C again to tear down at once.[/]"
+                )
+        else:
+            controls.teardown_now.set()
+            if output == "text":
+                render.err.print("[red]Tearing down now.[/]")
+        controls.interrupted.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        job = api.run_job(
+            store,
+            job_id,
+            controls=controls,
+            force_lease=force,
+            emit=progress.event if output == "text" else lambda kind, message: None,
+            on_round=progress.round if output == "text" else None,
+        )
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    _finish(store, job, output)
+
+
+def _finish(store: Store, job: Any, output: str) -> None:
+    view = api.agent_view(job)
+    events = store.events(job.job_id)
+    if output == "json":
+        render.print_json(render.job_json(job, events, store.nodes(job.job_id), view))
+    else:
+        render.summary(job, events, view)
+    raise typer.Exit(EXIT_CODES.get(job.state, 1))
+
+
+@app.command("_drive", hidden=True)
+def drive_detached(job: JobRef) -> None:
+    """Drive a submitted job to its end (the background half of `run --detach`)."""
+    store = _store()
+    record = api.find_job(store, job)
+    _drive_foreground(store, record.job_id, "text")
+
+
+@app.command()
+def resume(
+    job: JobRef,
+    detach: Annotated[bool, typer.Option("--detach", "-d")] = False,
+    force: Annotated[bool, typer.Option(help="take over even if another controller's lease looks alive")] = False,
+    output: Output = "text",
+) -> None:
+    """Drive a job again after its controller died: the store and the cloud say where it was."""
+    _check_output(output)
+    store = _store()
+    record = api.find_job(store, job)
+    if record.state.is_terminal():
+        _finish(store, record, output)
+    if detach:
+        _spawn_driver(record.job_id)
+        return
+    _drive_foreground(store, record.job_id, output, force)
+
+
+@app.command()
+def status(
+    job: Annotated[Optional[str], typer.Argument(help="job id; default: the newest job")] = None,  # noqa: UP045
+    output: Output = "text",
+) -> None:
+    """Show a job's state, phases with timestamps, instances, checkpoints and cost."""
+    _check_output(output)
+    store = _store()
+    if job is None:
+        jobs = store.list_jobs()
+        if not jobs:
+            raise Abort("no jobs yet: `cvmjob run job.yaml` starts one", EXIT_BAD_INPUT)
+        record = jobs[0]
+    else:
+        record = api.find_job(store, job)
+    view = None if record.state.is_terminal() else api.agent_view(record)
+    events, nodes = store.events(record.job_id), store.nodes(record.job_id)
+    if output == "json":
+        render.print_json(render.job_json(record, events, nodes, view))
+    else:
+        render.show_job(record, events, nodes, view)
+
+
+@app.command("ls")
+def list_jobs(
+    all_: Annotated[bool, typer.Option("--all", "-a", help="include finished jobs")] = True, output: Output = "text"
+) -> None:
+    """List jobs, newest first."""
+    _check_output(output)
+    jobs = _store().list_jobs(active_only=not all_)
+    if output == "json":
+        render.print_json(
+            [
+                {
+                    "job_id": j.job_id,
+                    "name": j.name,
+                    "state": j.state.value,
+                    "attempt": j.attempt,
+                    "created_at": j.created_at,
+                    "cost_cny": j.cost_cny,
+                }
+                for j in jobs
+            ]
+        )
+    else:
+        render.console.print(render.jobs_table(jobs))
+
+
+@app.command()
+def logs(
+    job: JobRef,
+    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+    attempt: Annotated[Optional[int], typer.Option(help="default: the current attempt")] = None,  # noqa: UP045
+    node: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Print the agent's and the training's log (shipped to COS in chunks)."""
+    store = _store()
+    record = api.find_job(store, job)
+    last = ""
+    while True:
+        for key, text in api.log_chunks(record, attempt, node, after=last):
+            sys.stdout.write(text)
+            last = key
+        sys.stdout.flush()
+        record = api.find_job(store, record.job_id)
+        if not follow or record.state.is_terminal():
+            break
+        time.sleep(2)
+
+
+@app.command()
+def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the job has ended")] = False) -> None:
+    """Cancel gracefully: the agent checkpoints and uploads, then everything is torn down."""
+    store = _store()
+    record = api.find_job(store, job)
+    if record.state.is_terminal():
+        render.console.print(f"{record.job_id} already ended: {record.state.value}")
+        return
+    api.cancel(store, record)
+    render.console.print(f"cancel requested for {record.job_id}; the controller driving it acts on it")
+    if record.lease_owner is None or record.lease_expires < time.time():
+        render.console.print("no controller is driving it: `cvmjob resume` it to carry the cancel out")
+    while wait:
+        record = api.find_job(store, record.job_id)
+        if record.state.is_terminal():
+            render.console.print(f"{record.job_id}: {record.state.value}")
+            break
+        time.sleep(2)
+
+
+@app.command()
+def gc(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would be cleaned")] = False,
+    grace: Annotated[str, typer.Option(help="ignore unknown resources younger than this")] = "10m",
+    region: Annotated[str, typer.Option()] = "ap-guangzhou",
+    emulator: Emulator = False,
+    output: Output = "text",
+) -> None:
+    """Terminate instances and delete images tagged by cvmjob that no live job owns."""
+    _check_output(output)
+    store = _store()
+    target = resolve(region, emulator)
+    sdk = connect(target)
+    orphans = api.find_orphans(store, sdk, time.time(), parse_duration(grace), owner())
+    plan_ = {"instances": [i.instance_id for i in orphans.instances], "images": [i.image_id for i in orphans.images]}
+    if not dry_run:
+        api.collect_orphans(sdk, orphans)
+    if output == "json":
+        render.print_json({**plan_, "dry_run": dry_run})
+    else:
+        verb = "would clean" if dry_run else "cleaned"
+        render.console.print(
+            f"{verb}: {len(plan_['instances'])} instance(s) {plan_['instances']}, "
+            f"{len(plan_['images'])} image(s) {plan_['images']}"
+        )
+
+
+@app.command()
+def schema() -> None:
+    """Print the job spec's JSON Schema (for editors)."""
+    sys.stdout.write(json.dumps(JobSpec.model_json_schema(), indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; usage errors exit 2 (typer), the project's errors are one line each with their exit code."""
+    try:
+        app(args=argv)
+    except (SpecError, PlanError) as exc:
+        render.err.print(f"error: {exc}", markup=False)
+        sys.exit(EXIT_BAD_INPUT)
+    except api.JobNotFound as exc:
+        render.err.print(f"error: {exc}", markup=False)
+        sys.exit(EXIT_BAD_INPUT)
+    except Abort as exc:
+        render.err.print(f"error: {exc}", markup=False)
+        sys.exit(exc.code)
+    except TargetError as exc:
+        render.err.print(f"error: {exc}", markup=False)
+        sys.exit(EXIT_CLOUD_ERROR)
+    except (LeaseHeld, FencedOut) as exc:
+        render.err.print(f"error: {exc}. `cvmjob resume --force` takes over if that controller is gone")
+        sys.exit(EXIT_CLOUD_ERROR)
+    except CloudError as exc:
+        render.err.print(f"error: the cloud refused: {exc}")
+        sys.exit(EXIT_CLOUD_ERROR)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_CODES[JobState.CANCELLED])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""How the CLI shows things: rich tables and a live progress view for people, JSON for machines."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..api import AgentView, PlanReport
+from ..lifecycle.machine import EXIT_CODES, JobState
+from ..lifecycle.observation import Observation
+from ..state.store import Event, JobRecord, NodeRecord
+
+console = Console(stderr=False, highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def money(value: float | None) -> str:
+    return "-" if value is None else f"¥{value:,.2f}"
+
+
+def print_json(data: Any) -> None:
+    console.print_json(json.dumps(data, default=str))
+
+
+# -- plan ----------------------------------------------------------------------------------------------------
+def plan_json(report: PlanReport) -> dict[str, Any]:
+    return {
+        "name": report.spec.name,
+        "target": report.target.describe(),
+        "plan": report.plan.model_dump(mode="json"),
+        "notes": report.notes,
+    }
+
+
+def show_plan(report: PlanReport) -> None:
+    plan = report.plan
+    console.print(f"[bold]{report.spec.name}[/] on {report.target.describe()}")
+    console.print(f"image {plan.image_id} ({plan.image_name}), {plan.nnodes} node(s), state bucket {plan.state_bucket}")
+    table = Table(title="placements, in the order they will be tried", title_justify="left")
+    for column in ("#", "zone", "instance type", "billing", "GPUs", "stock", "CNY/h", "on-demand CNY/h"):
+        table.add_column(column)
+    for i, p in enumerate(plan.candidates, 1):
+        table.add_row(
+            str(i),
+            p.zone,
+            p.instance_type,
+            p.billing,
+            f"{p.gpus:g}",
+            p.stock,
+            money(p.price_per_hour),
+            money(p.on_demand_price_per_hour),
+        )
+    console.print(table)
+    if plan.rejected:
+        console.print(
+            "not used: " + "; ".join(f"{r.instance_type} in {r.zone} ({r.reason})" for r in plan.rejected[:6])
+        )
+    hours = plan.expected_hours
+    line = f"at most {hours:g} h (limits.max_runtime): {money(plan.estimated_cost)}"
+    if plan.on_demand_cost and plan.estimated_cost and plan.on_demand_cost > plan.estimated_cost:
+        saved = 100 * (1 - plan.estimated_cost / plan.on_demand_cost)
+        line += f" (on-demand {money(plan.on_demand_cost)}: {saved:.0f}% saved)"
+    console.print(line)
+    for note in [*plan.warnings, *report.notes]:
+        console.print(f"note: {note}")
+
+
+# -- status --------------------------------------------------------------------------------------------------
+def phases(events: list[Event]) -> list[tuple[str, float, float | None]]:
+    """(state, entered, left) for each transition."""
+    transitions = [e for e in events if e.kind == "transition" and e.to_state]
+    out = []
+    for i, e in enumerate(transitions):
+        left = transitions[i + 1].at if i + 1 < len(transitions) else None
+        out.append((str(e.to_state), e.at, left))
+    return out
+
+
+def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "name": job.name,
+        "state": job.state.value,
+        "terminal": job.state.is_terminal(),
+        "exit_code": EXIT_CODES.get(job.state),
+        "reason": job.reason,
+        "attempt": job.attempt,
+        "created_at": job.created_at,
+        "updated_at": job.updated_at,
+        "cost_cny": job.cost_cny,
+        "image_id": job.image_id,
+        "phases": [{"state": s, "entered_at": a, "left_at": b} for s, a, b in phases(events)],
+        "nodes": [
+            {
+                "attempt": n.attempt,
+                "node": n.node,
+                "instance_id": n.instance_id,
+                "zone": n.zone,
+                "instance_type": n.instance_type,
+                "charge_type": n.charge_type,
+                "state": n.state,
+                "end_reason": n.end_reason,
+                "cost_cny": n.cost_cny,
+            }
+            for n in nodes
+        ],
+        "agent": None if view is None or view.status is None else view.status.model_dump(mode="json"),
+        "result": None if view is None or view.result is None else view.result.model_dump(mode="json"),
+        "checkpoints": []
+        if view is None or view.manifest is None
+        else [{"name": c.name, "step": c.step, "emergency": c.emergency} for c in view.manifest.checkpoints],
+    }
+
+
+def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> None:
+    style = "green" if job.state == JobState.SUCCEEDED else "red" if job.state.is_terminal() else "yellow"
+    console.print(f"[bold]{job.job_id}[/] ({job.name}): [{style}]{job.state.value}[/] — {job.reason}")
+    table = Table(title="phases", title_justify="left")
+    for column in ("state", "entered", "took"):
+        table.add_column(column)
+    for state, entered, left in phases(events):
+        table.add_row(state, when(entered), duration((left or time.time()) - entered) if left else "")
+    console.print(table)
+    if nodes:
+        nt = Table(title="instances", title_justify="left")
+        for column in ("attempt", "node", "instance", "placement", "state", "cost"):
+            nt.add_column(column)
+        for n in nodes:
+            nt.add_row(
+                str(n.attempt),
+                str(n.node),
+                n.instance_id or "-",
+                f"{n.instance_type} {n.zone} {n.charge_type}",
+                n.state + (f" ({n.end_reason})" if n.end_reason else ""),
+                money(n.cost_cny),
+            )
+        console.print(nt)
+    if view is not None and view.status is not None:
+        s = view.status
+        console.print(
+            f"agent: {s.phase.value}"
+            + (f", step {s.step}" if s.step is not None else "")
+            + (f", loss {s.loss:.4f}" if s.loss is not None else "")
+        )
+    if view is not None and view.manifest is not None and view.manifest.checkpoints:
+        latest = view.manifest.latest()
+        assert latest is not None
+        console.print(
+            f"checkpoints: {len(view.manifest.checkpoints)} complete, latest {latest.name} (step {latest.step})"
+        )
+    if job.image_id:
+        console.print(f"image: {job.image_id}")
+    if job.state.is_terminal():
+        console.print(f"cost: {money(job.cost_cny)}; exit code {EXIT_CODES.get(job.state)}")
+
+
+def jobs_table(jobs: list[JobRecord]) -> Table:
+    table = Table()
+    for column in ("job", "name", "state", "attempt", "created", "cost"):
+        table.add_column(column)
+    for j in jobs:
+        table.add_row(j.job_id, j.name, j.state.value, str(j.attempt), when(j.created_at), money(j.cost_cny))
+    return table
+
+
+# -- live progress -------------------------------------------------------------------------------------------
+class Progress:
+    """One line per change while a job runs (works in logs and CI as well as in a terminal)."""
+
+    def __init__(self) -> None:
+        self._last = ""
+
+    def event(self, kind: str, message: str) -> None:
+        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}")
+
+    def round(self, job: JobRecord, observation: Observation | None) -> None:
+        if observation is None or not observation.nodes:
+            return
+        status = observation.nodes[0].status
+        if status is None:
+            return
+        parts = [f"{status.phase.value}"]
+        if status.sync_bytes_total:
+            parts.append(f"data {status.sync_bytes_done / 1e6:.1f}/{status.sync_bytes_total / 1e6:.1f} MB")
+        if status.step is not None:
+            parts.append(f"step {status.step}" + (f" loss {status.loss:.4f}" if status.loss is not None else ""))
+        if status.checkpoints_uploaded:
+            parts.append(f"{status.checkpoints_uploaded} checkpoint(s) uploaded")
+        line = ", ".join(parts)
+        if line != self._last:
+            self._last = line
+            console.print(f"[dim]{time.strftime('%H:%M:%S')}[/]   {line}")
+
+
+def summary(job: JobRecord, events: list[Event], view: AgentView | None) -> None:
+    console.rule(f"{job.job_id}: {job.state.value}")
+    for state, entered, left in phases(events):
+        if left is not None:
+            console.print(f"  {state:<14} {duration(left - entered)}")
+    console.print(f"  cost           {money(job.cost_cny)}")
+    if view is not None and view.manifest is not None and view.manifest.checkpoints:
+        latest = view.manifest.latest()
+        assert latest is not None
+        console.print(f"  checkpoints    {len(view.manifest.checkpoints)} (latest step {latest.step})")
+    if job.image_id:
+        console.print(f"  image          {job.image_id}")
+    if job.state != JobState.SUCCEEDED:
+        console.print(f"  reason         {job.reason}")
+        if view is not None and view.result is not None and view.result.log_tail:
+            console.print("  last log lines:")
+            for line in view.result.log_tail.splitlines()[-20:]:
+                console.print(f"    {line}", markup=False)

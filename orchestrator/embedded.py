@@ -1,0 +1,118 @@
+"""The embedded local Tencent Cloud: started by cvmjob when no credentials are configured (or ``--emulator``).
+
+It runs as its own process (a real server on 127.0.0.1, state under ``$CVMJOB_HOME/emulator``), so a controller
+that dies (Ctrl-C twice, kill -9) leaves the cloud and its instances alive for ``cvmjob resume``. ``release``
+stops it once no active job needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .home import cvmjob_home
+
+# Documented in the README: the emulator's default account (not a secret: it only opens the local emulator).
+EMULATOR_SECRET_ID = "AKIDcvmjobEmulator0000000000000000"
+EMULATOR_SECRET_KEY = "cvmjobEmulatorSecretKey000000000"
+EMULATOR_APPID = "1250000000"
+
+
+@dataclass(frozen=True)
+class EmbeddedEmulator:
+    endpoint: str
+    pid: int
+    state_dir: Path
+
+
+def _dir() -> Path:
+    return cvmjob_home() / "emulator"
+
+
+def _alive(endpoint: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(
+        f"http://{endpoint}/_emulator/health", headers={"Authorization": f"Bearer {EMULATOR_SECRET_KEY}"}
+    )
+    try:
+        with opener.open(request, timeout=2) as resp:
+            return bool(json.loads(resp.read()).get("ok"))
+    except OSError:
+        return False
+
+
+def running() -> EmbeddedEmulator | None:
+    info_path = _dir() / "server.json"
+    if not info_path.exists():
+        return None
+    info = json.loads(info_path.read_text())
+    if not _alive(info["endpoint"]):
+        return None
+    return EmbeddedEmulator(info["endpoint"], int(info["pid"]), Path(info["state_dir"]))
+
+
+def ensure_running(timeout: float = 60.0) -> EmbeddedEmulator:
+    """The embedded emulator, started if it is not running."""
+    current = running()
+    if current is not None:
+        return current
+    directory = _dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    state_dir = directory / "state"
+    ready = directory / "ready.json"
+    ready.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    with (directory / "emulator.log").open("ab") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator.emulator",
+                "serve",
+                "--port",
+                "0",
+                "--state-dir",
+                str(state_dir),
+                "--ready-file",
+                str(ready),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if process.poll() is not None:
+            raise RuntimeError(f"the local emulator exited at start; see {directory / 'emulator.log'}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the local emulator did not start within {timeout:.0f} s")
+        time.sleep(0.05)
+    endpoint = json.loads(ready.read_text())["endpoint"]
+    info = {"endpoint": endpoint, "pid": process.pid, "state_dir": str(state_dir)}
+    (directory / "server.json").write_text(json.dumps(info))
+    return EmbeddedEmulator(endpoint, process.pid, state_dir)
+
+
+def stop(emulator: EmbeddedEmulator, timeout: float = 30.0) -> None:
+    try:
+        os.kill(emulator.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(emulator.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    (_dir() / "server.json").unlink(missing_ok=True)

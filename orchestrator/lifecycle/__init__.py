@@ -1,0 +1,1 @@
+"""The job life cycle: states and allowed transitions, observe → decide (pure) → execute, reconcile."""

@@ -1,0 +1,100 @@
+"""What ``decide`` can ask for. ``execute`` carries each out against the cloud and the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..plan.models import Placement
+from .machine import JobState
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Upload the spec and the bundle (idempotent), then go LAUNCHING with the first attempt."""
+
+    placement: Placement
+
+
+@dataclass(frozen=True)
+class StartAttempt:
+    """Record the next attempt's nodes as launch intents (with their ClientTokens) and go LAUNCHING."""
+
+    placement: Placement
+    reason: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """RunInstances for one node whose intent is persisted (the ClientToken makes a repeat harmless)."""
+
+    node: int
+
+
+@dataclass(frozen=True)
+class MarkNodes:
+    """Record what became of the current attempt's nodes (running, lost, failed) with a reason."""
+
+    updates: tuple[tuple[int, str, str], ...]  # (node, state, reason)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A transition of the job; ``outcome`` is where a teardown should end."""
+
+    target: JobState
+    reason: str
+    outcome: JobState | None = None
+    keep_until: float | None = None
+
+
+@dataclass(frozen=True)
+class RequestCancel:
+    reason: str
+
+
+@dataclass(frozen=True)
+class CreateImage:
+    """CreateImage of node 0's instance, named by the spec's template (or adopt the job's tagged image)."""
+
+
+@dataclass(frozen=True)
+class ApplyImageRetention:
+    keep_last: int
+
+
+@dataclass(frozen=True)
+class Terminate:
+    instance_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class RefreshCredentials:
+    pass
+
+
+@dataclass(frozen=True)
+class RecordBill:
+    pass
+
+
+@dataclass(frozen=True)
+class Wait:
+    seconds: float
+    reason: str
+
+
+Action = (
+    Stage
+    | StartAttempt
+    | Launch
+    | MarkNodes
+    | Move
+    | RequestCancel
+    | CreateImage
+    | ApplyImageRetention
+    | Terminate
+    | RefreshCredentials
+    | RecordBill
+    | Wait
+)

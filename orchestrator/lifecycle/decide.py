@@ -1,0 +1,350 @@
+"""decide(job, nodes, observation, settings, entered_at) -> actions: the whole life-cycle logic, with no I/O
+and the time taken from the observation (design.md §4, kopf's ``_core/actions``).
+
+Rules that hold in every state:
+- a failed lookup is never "gone": with ``cloud_ok`` false the only action is to wait;
+- instances of older attempts (strays) are terminated before anything else: one attempt alive at a time;
+- a job with cloud resources reaches a terminal state only through TEARING_DOWN, which ends when the cloud
+  confirms every instance of the job is gone.
+"""
+
+from __future__ import annotations
+
+from ..contract import Outcome, Phase
+from ..plan.models import Plan
+from ..state.store import JobRecord, NodeRecord
+from .actions import (
+    Action,
+    ApplyImageRetention,
+    CreateImage,
+    Launch,
+    MarkNodes,
+    Move,
+    RecordBill,
+    RefreshCredentials,
+    RequestCancel,
+    Stage,
+    StartAttempt,
+    Terminate,
+    Wait,
+)
+from .machine import JobState
+from .observation import NodeSeen, Observation
+from .recovery import Backoff, GiveUp, Relaunch, next_placement, summarize
+from .settings import Settings
+
+S = JobState
+GOING = ("TERMINATING", "LAUNCH_FAILED")  # on their way out by themselves: not to be terminated again
+NOT_BILLED_AWAY = ("SHUTDOWN",)  # prepaid recycle bin
+
+_FAILURE_STATES = {
+    Outcome.TRAINING_FAILED: S.FAILED,
+    Outcome.SETUP_FAILED: S.FAILED_SETUP,
+    Outcome.PREFLIGHT_FAILED: S.FAILED_SETUP,
+    Outcome.SYNC_FAILED: S.FAILED_SETUP,
+    Outcome.HUNG: S.FAILED_HUNG,
+    Outcome.AGENT_ERROR: S.FAILED_ERROR,
+}
+
+
+def decide(
+    job: JobRecord, nodes: list[NodeRecord], obs: Observation, settings: Settings, entered_at: float
+) -> list[Action]:
+    state, now = job.state, obs.now
+    plan = Plan.model_validate(job.plan)
+    if state == S.PENDING:
+        if job.cancel_requested:
+            return [Move(S.CANCELLED, "cancelled before anything was created")]
+        return [Move(S.STAGING, "uploading the spec and the bundle")]
+    if state == S.STAGING:
+        if job.cancel_requested:
+            return [Move(S.TEARING_DOWN, "cancelled while staging", outcome=S.CANCELLED)]
+        return [Stage(plan.primary)]
+    if not obs.cloud_ok:
+        return [Wait(5.0, f"cannot see the cloud ({obs.cloud_error}); not concluding anything")]
+
+    current = [n for n in nodes if n.attempt == job.attempt]
+    actions: list[Action] = []
+    strays = [i for i in obs.strays if i.state not in GOING]
+    if strays and state != S.KEEPING:
+        actions.append(Terminate(tuple(i.instance_id for i in strays), "instance of an earlier attempt"))
+
+    if state in (S.LAUNCHING, S.BOOTING, S.RUNNING, S.RECOVERING, S.CANCELLING, S.IMAGING) and now >= job.deadline:
+        return [*actions, Move(S.TEARING_DOWN, "limits.max_runtime reached", outcome=S.FAILED_TIMEOUT)]
+    if settings.max_cost is not None and state in (S.BOOTING, S.RUNNING, S.RECOVERING, S.LAUNCHING):
+        spent = cost_so_far(nodes, now)
+        if spent >= settings.max_cost:
+            return [
+                *actions,
+                Move(S.TEARING_DOWN, f"limits.max_cost reached ({spent:.2f} CNY)", outcome=S.FAILED_BUDGET),
+            ]
+
+    if not obs.agents_ok and state in (S.BOOTING, S.RUNNING, S.CANCELLING):
+        return [*actions, Wait(5.0, f"cannot read the agents' reports ({obs.agents_error}); not concluding anything")]
+    handler = _HANDLERS[state]
+    return actions + handler(job, current, nodes, obs, settings, entered_at, plan)
+
+
+def cost_so_far(nodes: list[NodeRecord], now: float) -> float:
+    """An estimate from the plan's prices and the observed running time (the bill is read at the end)."""
+    total = 0.0
+    for n in nodes:
+        if n.running_at is None or n.price_per_hour is None:
+            continue
+        total += n.price_per_hour * ((n.ended_at or now) - n.running_at) / 3600
+    return total
+
+
+def _launching(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    if job.cancel_requested:
+        return [Move(S.TEARING_DOWN, "cancelled while launching", outcome=S.CANCELLED)]
+    failed = [n for n in current if n.state == "failed"]
+    if failed:
+        return [Move(S.RECOVERING, f"launch failed: {failed[0].end_reason}")]
+    pending = [n for n in current if n.instance_id is None]
+    if pending:
+        return [Launch(n.node) for n in pending]
+    return [Move(S.BOOTING, "instances created")]
+
+
+def _seen(obs: Observation) -> dict[int, NodeSeen]:
+    return {n.node: n for n in obs.nodes}
+
+
+def _lost_nodes(current: list[NodeRecord], obs: Observation) -> list[tuple[int, str, str]]:
+    """Nodes whose instance the cloud no longer runs (without the agent having finished)."""
+    seen = _seen(obs)
+    lost = []
+    for n in current:
+        view = seen.get(n.node)
+        if view is None or n.instance_id is None or n.state in ("lost", "failed", "gone"):
+            continue
+        if view.result is not None:
+            continue
+        if view.instance is None:
+            lost.append((n.node, "lost", "the instance disappeared (reclaimed without notice or released)"))
+        elif view.instance.state == "LAUNCH_FAILED":
+            lost.append((n.node, "failed", view.instance.error_message or "LAUNCH_FAILED"))
+        elif view.instance.state in ("TERMINATING", "SHUTDOWN", "STOPPED", "STOPPING"):
+            lost.append((n.node, "lost", f"the instance is {view.instance.state} (reclaimed?)"))
+    return lost
+
+
+def _booting(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    if job.cancel_requested:
+        return [Move(S.TEARING_DOWN, "cancelled while booting", outcome=S.CANCELLED)]
+    lost = _lost_nodes(current, obs)
+    if lost:
+        return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
+    seen = _seen(obs)
+    newly_running = tuple(
+        (n.node, "running", "instance RUNNING")
+        for n in current
+        if n.state == "launched" and (v := seen.get(n.node)) and v.instance and v.instance.state == "RUNNING"
+    )
+    actions: list[Action] = [MarkNodes(newly_running)] if newly_running else []
+    if all((v := seen.get(n.node)) is not None and v.status is not None for n in current):
+        return [*actions, RefreshCredentials(), Move(S.RUNNING, "the agents report")]
+    running_since = [n.running_at for n in current if n.running_at is not None]
+    if running_since and obs.now - min(running_since) > s.bootstrap_timeout:
+        return [
+            *actions,
+            *_fail(
+                s,
+                S.FAILED_BOOTSTRAP,
+                f"the instance ran {s.bootstrap_timeout:.0f} s without the agent reporting",
+                obs.now,
+            ),
+        ]
+    if obs.now - entered_at > s.pending_timeout + s.bootstrap_timeout:
+        return [*actions, *_fail(s, S.FAILED_BOOTSTRAP, "the instances never became RUNNING", obs.now)]
+    return [*actions, RefreshCredentials(), Wait(s.poll_seconds, "booting")]
+
+
+def _fail(s: Settings, outcome: JobState, reason: str, now: float) -> list[Action]:
+    if s.keep_on_failure and s.keep_for > 0:
+        return [Move(S.KEEPING, reason, outcome=outcome, keep_until=now + s.keep_for)]
+    return [Move(S.TEARING_DOWN, reason, outcome=outcome)]
+
+
+def _running(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    results = [v.result for v in obs.nodes if v.result is not None]
+    preempted = [r for r in results if r.outcome == Outcome.PREEMPTED]
+    if preempted:
+        updates = tuple((n.node, "lost", f"preempted: {preempted[0].reason}") for n in current)
+        return [MarkNodes(updates), Move(S.RECOVERING, f"spot reclaim: {preempted[0].reason}")]
+    failures = [r for r in results if r.outcome in _FAILURE_STATES]
+    if failures:
+        worst = failures[0]
+        reason = f"{worst.outcome.value}: {worst.reason}".strip(": ")
+        return _fail(s, _FAILURE_STATES[worst.outcome], reason, obs.now)
+    if len(results) == len(current) and all(r.outcome == Outcome.SUCCEEDED for r in results):
+        if s.snapshot:
+            return [Move(S.IMAGING, "training succeeded; creating the image")]
+        return [Move(S.TEARING_DOWN, "training succeeded", outcome=S.SUCCEEDED)]
+    if results and all(r.outcome == Outcome.CANCELLED for r in results):
+        return [Move(S.TEARING_DOWN, "the agents stopped on request", outcome=S.CANCELLED)]
+    lost = _lost_nodes(current, obs)
+    if lost:
+        return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
+    if job.cancel_requested:
+        return [RequestCancel("cancelled by the user"), Move(S.CANCELLING, "asking the agents to checkpoint and stop")]
+    stale = [
+        v
+        for v in obs.nodes
+        if v.result is None
+        and v.status is not None
+        and v.status.phase != Phase.PREEMPTED
+        and obs.now - v.status.time > s.recovery.heartbeat_stale_after
+    ]
+    if stale:
+        ids = tuple(v.instance_id for v in stale if v.instance_id)
+        updates = tuple((v.node, "lost", "heartbeat stale: the agent stopped reporting") for v in stale)
+        return [
+            Terminate(ids, "its agent stopped reporting"),
+            MarkNodes(updates),
+            Move(S.RECOVERING, f"no heartbeat for {s.recovery.heartbeat_stale_after:.0f} s"),
+        ]
+    return [RefreshCredentials(), Wait(s.poll_seconds, "running")]
+
+
+def _recovering(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    if job.cancel_requested:
+        return [Move(S.TEARING_DOWN, "cancelled while recovering", outcome=S.CANCELLED)]
+    alive = [v.instance for v in obs.nodes if v.instance is not None]
+    if alive:
+        # Never two attempts alive at once: the lost attempt's instances go first.
+        killable = tuple(i.instance_id for i in alive if i.state not in GOING)
+        ending: list[Action] = [Terminate(killable, "ending the lost attempt")] if killable else []
+        return [*ending, Wait(s.poll_seconds, "waiting for the lost attempt's instances to be gone")]
+    choice = next_placement(summarize(nodes), plan.candidates, s.recovery, obs.now, job.job_id)
+    if isinstance(choice, GiveUp):
+        return [Move(S.TEARING_DOWN, choice.reason, outcome=choice.state)]
+    if isinstance(choice, Backoff):
+        return [Wait(max(0.1, min(choice.until - obs.now, 30.0)), choice.reason)]
+    assert isinstance(choice, Relaunch)
+    return [StartAttempt(choice.placement, choice.reason)]
+
+
+def _cancelling(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    done = all(v.result is not None or v.instance is None for v in obs.nodes)
+    if done:
+        return [Move(S.TEARING_DOWN, "the agents stopped", outcome=S.CANCELLED)]
+    if obs.now - entered_at > s.cancel_grace:
+        return [Move(S.TEARING_DOWN, f"the agents did not stop within {s.cancel_grace:.0f} s", outcome=S.CANCELLED)]
+    return [RefreshCredentials(), Wait(s.poll_seconds, "waiting for the agents to checkpoint and stop")]
+
+
+def _imaging(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    if job.image_id is None:
+        return [CreateImage()]
+    image = obs.image
+    if image is not None and image.state == "NORMAL":
+        return [
+            ApplyImageRetention(s.snapshot_keep_last),
+            Move(S.TEARING_DOWN, f"image {job.image_id} ready", outcome=S.SUCCEEDED),
+        ]
+    if image is None or image.state in ("CREATEFAILED", "IMPORTFAILED"):
+        what = "disappeared" if image is None else image.state
+        return [Move(S.TEARING_DOWN, f"training succeeded; image {job.image_id} {what}", outcome=S.SUCCEEDED)]
+    if obs.now - entered_at > s.image_timeout:
+        return [
+            Move(
+                S.TEARING_DOWN,
+                f"training succeeded; image {job.image_id} still {image.state} after {s.image_timeout:.0f} s",
+                outcome=S.SUCCEEDED,
+            )
+        ]
+    return [Wait(max(s.poll_seconds, 2.0), f"image {job.image_id} is {image.state}")]
+
+
+def _keeping(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    if job.cancel_requested or job.keep_until is None or obs.now >= job.keep_until:
+        return [Move(S.TEARING_DOWN, "keep period over", outcome=job.outcome)]
+    return [Wait(min(30.0, job.keep_until - obs.now), "kept for inspection")]
+
+
+def _tearing_down(
+    job: JobRecord,
+    current: list[NodeRecord],
+    nodes: list[NodeRecord],
+    obs: Observation,
+    s: Settings,
+    entered_at: float,
+    plan: Plan,
+) -> list[Action]:
+    alive = [v.instance for v in obs.nodes if v.instance is not None] + list(obs.strays)
+    killable = tuple(i.instance_id for i in alive if i.state not in GOING and i.state not in NOT_BILLED_AWAY)
+    if alive:
+        ending: list[Action] = [Terminate(killable, "teardown")] if killable else []
+        return [*ending, Wait(s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]
+    outcome = job.outcome or S.FAILED_ERROR
+    return [RecordBill(), Move(outcome, job.reason or outcome.value)]
+
+
+_HANDLERS = {
+    S.LAUNCHING: _launching,
+    S.BOOTING: _booting,
+    S.RUNNING: _running,
+    S.RECOVERING: _recovering,
+    S.CANCELLING: _cancelling,
+    S.IMAGING: _imaging,
+    S.KEEPING: _keeping,
+    S.TEARING_DOWN: _tearing_down,
+}

@@ -1,0 +1,464 @@
+"""execute: carry out one action against the cloud, COS and the store.
+
+Crash safety (design.md §4): the intent is persisted before every cloud mutation and the outcome after it, and
+every mutation is idempotent when repeated from the store after a crash: RunInstances carries a ClientToken
+derived from (job, attempt, node); CreateImage is preceded by a lookup of the job's tagged images; terminating
+something already gone is success.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .. import bundle
+from ..bootstrap import user_data
+from ..contract import (
+    AgentConfig,
+    Control,
+    CosAccess,
+    CredentialsDoc,
+    JobLayout,
+    Location,
+    TemporaryKeys,
+)
+from ..plan.models import Plan
+from ..providers.tencent import billing, compute, images, sts
+from ..providers.tencent._sdk import TencentSdk
+from ..providers.tencent.errors import CapacityError, CloudError, QuotaError, TransientError
+from ..providers.tencent.storage import ObjectStore
+from ..retry import retrying
+from ..spec.models import JobSpec
+from ..spec.snapshot import render_snapshot_name
+from ..state.store import ImageRecord, JobRecord, NodeRecord, Store
+from ..target import Target
+from .actions import (
+    Action,
+    ApplyImageRetention,
+    CreateImage,
+    Launch,
+    MarkNodes,
+    Move,
+    RecordBill,
+    RefreshCredentials,
+    RequestCancel,
+    Stage,
+    StartAttempt,
+    Terminate,
+    Wait,
+)
+from .machine import JobState
+from .observe import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER
+
+ACTION_TIMER_MARGIN = 600.0  # the instance's own deadline trails the job's by this much
+CREDENTIAL_SECONDS = 7200  # GetFederationToken maximum for a root account
+CREDENTIAL_REFRESH_BEFORE = 1800.0
+MAX_PRESIGN_SECONDS = 7 * 24 * 3600
+
+Emit = Callable[[str, str], None]
+
+
+class PermanentFailure(RuntimeError):
+    """A cloud error no retry or other placement fixes (bad parameters, permissions): the job fails."""
+
+
+def client_token(job_id: str, attempt: int, node: int) -> str:
+    """Deterministic per (job, attempt, node) and at most 64 ASCII characters (RunInstances' limit)."""
+    return "cvmjob-" + hashlib.sha256(f"{job_id}/{attempt}/{node}".encode()).hexdigest()[:40]
+
+
+def owner() -> str:
+    return f"{os.environ.get('USER', 'user')}@{socket.gethostname()}"[:63]
+
+
+@dataclass
+class Executor:
+    store: Store
+    token: int
+    job_id: str
+    target: Target
+    sdk: TencentSdk
+    state: ObjectStore
+    spec: JobSpec
+    source_dir: Path
+    now: Callable[[], float] = time.time
+    emit: Emit = lambda kind, message: None
+    interrupted: threading.Event = field(default_factory=threading.Event)
+    _keys_expire: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> JobLayout:
+        return JobLayout(self.job_id)
+
+    def job(self) -> JobRecord:
+        job = self.store.get(self.job_id)
+        assert job is not None
+        return job
+
+    def run(self, action: Action) -> bool:
+        """Carry out ``action``; False when the rest of this round's actions should wait for a new look."""
+        handler = getattr(self, "_" + type(action).__name__)
+        result: bool = handler(action)
+        return result
+
+    # -- staging and attempts ----------------------------------------------------------------------------
+    def _Stage(self, action: Stage) -> bool:
+        if not self.state.bucket_exists():
+            self.emit("stage", f"creating the state bucket {self.state.bucket}")
+            retrying(self.state.create_bucket)
+        layout = self.layout
+        retrying(lambda: self.state.put_json(layout.spec, self.spec.model_dump(mode="json")))
+        with tempfile.TemporaryDirectory(prefix="cvmjob-bundle-") as tmp:
+            archive = bundle.workdir_archive((self.source_dir / self.spec.workdir).resolve(), Path(tmp) / "w.tgz")
+            self.emit("stage", f"workdir: {archive.files} files, {archive.size / 1e6:.1f} MB")
+            retrying(lambda: self.state.upload_file(archive.path, layout.workdir_archive))
+            wheel = bundle.agent_wheel(Path(tmp))
+            retrying(lambda: self.state.upload_file(wheel, layout.agent_wheel(wheel.name)))
+        self._seed_emulator_data()
+        return self._StartAttempt(StartAttempt(action.placement, "first attempt"))
+
+    def _seed_emulator_data(self) -> None:
+        if self.target.kind != "emulator":
+            return
+        for source in self.spec.data:
+            if source.emulator_seed is None:
+                continue
+            store = ObjectStore(self.sdk, source.source.bucket)
+            if not store.bucket_exists():
+                retrying(store.create_bucket)
+            if next(store.iter_objects(source.source.prefix), None) is not None:
+                continue
+            folder = (self.source_dir / source.emulator_seed).resolve()
+            files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
+            for path in files:
+                key = source.source.prefix + path.relative_to(folder).as_posix()
+                retrying(functools.partial(store.upload_file, path, key))
+            self.emit("stage", f"seeded {len(files)} example files into {source.source} (local emulator only)")
+
+    def _StartAttempt(self, action: StartAttempt) -> bool:
+        job = self.job()
+        attempt = job.attempt + 1
+        p = action.placement
+        for node in range(self.spec.train.nnodes):
+            self.store.put_node(
+                self.token,
+                NodeRecord(
+                    job_id=self.job_id,
+                    attempt=attempt,
+                    node=node,
+                    client_token=client_token(self.job_id, attempt, node),
+                    zone=p.zone,
+                    instance_type=p.instance_type,
+                    charge_type=p.charge_type,
+                    price_per_hour=p.price_per_hour,
+                    instance_id=None,
+                    state="intent",
+                ),
+            )
+        self._write_agent_configs(attempt)
+        self.store.transition(
+            self.job_id,
+            self.token,
+            job.state,
+            JobState.LAUNCHING,
+            f"attempt {attempt}: {p.label()} ({action.reason})",
+            self.now(),
+            attempt=attempt,
+        )
+        self.emit(
+            "launch",
+            f"attempt {attempt}: {p.label()}"
+            + (f" at {p.price_per_hour:.2f} CNY/h" if p.price_per_hour is not None else ""),
+        )
+        return False
+
+    # -- agent configuration and credentials -------------------------------------------------------------
+    def _locations(self) -> tuple[Location, Location, Location]:
+        layout = self.layout
+        state = Location(bucket=self.state.bucket, prefix=layout.prefix)
+        ck = self.spec.checkpoints.upload_to
+        out = self.spec.outputs.upload_to
+        checkpoints = (
+            Location(bucket=ck.bucket, prefix=ck.prefix)
+            if ck
+            else Location(bucket=self.state.bucket, prefix=layout.checkpoints_prefix)
+        )
+        outputs = (
+            Location(bucket=out.bucket, prefix=out.prefix)
+            if out
+            else Location(bucket=self.state.bucket, prefix=layout.outputs_prefix)
+        )
+        return state, checkpoints, outputs
+
+    def _issue_keys(self) -> TemporaryKeys:
+        state, checkpoints, outputs = self._locations()
+        grants = [sts.Grant(loc.bucket, loc.prefix, write=True) for loc in (state, checkpoints, outputs)]
+        grants += [sts.Grant(d.source.bucket, d.source.prefix, write=False) for d in self.spec.data]
+        name = f"cvmjob{self.job_id.replace('-', '')}"[:32]
+        creds = retrying(lambda: sts.federation_token(self.sdk, name, self.target.appid, grants, CREDENTIAL_SECONDS))
+        return TemporaryKeys(
+            secret_id=creds.secret_id, secret_key=creds.secret_key, token=creds.token, expires_at=creds.expires_at
+        )
+
+    def _write_credentials(self, attempt: int) -> TemporaryKeys:
+        keys = self._issue_keys()
+        retrying(
+            lambda: self.state.put_json(
+                self.layout.credentials(attempt), CredentialsDoc(keys=keys).model_dump(mode="json")
+            )
+        )
+        self._keys_expire[attempt] = keys.expires_at
+        return keys
+
+    def _presign_seconds(self) -> int:
+        return int(min(MAX_PRESIGN_SECONDS, max(3600.0, self.job().deadline - self.now() + 3600)))
+
+    def _write_agent_configs(self, attempt: int) -> None:
+        role = self.spec.credentials.removeprefix("role:") if self.spec.credentials.startswith("role:") else None
+        keys = None if role else self._write_credentials(attempt)
+        state, checkpoints, outputs = self._locations()
+        layout = self.layout
+        credentials_url = (
+            None if role else self.state.presigned_get_url(layout.credentials(attempt), self._presign_seconds())
+        )
+        for node in range(self.spec.train.nnodes):
+            config = AgentConfig(
+                job_id=self.job_id,
+                job_name=self.spec.name,
+                attempt=attempt,
+                node_rank=node,
+                nnodes=self.spec.train.nnodes,
+                state=state,
+                checkpoints=checkpoints,
+                outputs=outputs,
+                cos=CosAccess(
+                    region=self.target.region,
+                    endpoint=self.target.endpoint,
+                    appid=self.target.appid,
+                    mode="role" if role else "sts",
+                    role_name=role,
+                ),
+                keys=keys,
+                credentials_url=credentials_url,
+                workdir_archive_key=layout.workdir_archive,
+                spec=self.spec.model_dump(mode="json"),
+            )
+            retrying(
+                functools.partial(
+                    self.state.put_json, layout.agent_config(attempt, node), config.model_dump(mode="json")
+                )
+            )
+
+    def _RefreshCredentials(self, action: RefreshCredentials) -> bool:
+        job = self.job()
+        if self.spec.credentials != "sts" or job.attempt == 0:
+            return True
+        expires = self._keys_expire.get(job.attempt)
+        if expires is None or expires - self.now() < CREDENTIAL_REFRESH_BEFORE:
+            self._write_credentials(job.attempt)
+            self.emit("credentials", "issued fresh short-lived COS keys to the agents")
+        return True
+
+    # -- instances ---------------------------------------------------------------------------------------
+    def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
+        plan = Plan.model_validate(job.plan)
+        layout = self.layout
+        wheel_key = next(o.key for o in self.state.iter_objects(layout.bundle_prefix) if o.key.endswith(".whl"))
+        seconds = self._presign_seconds()
+        data = user_data(
+            self.job_id,
+            node.attempt,
+            node.node,
+            wheel_url=self.state.presigned_get_url(wheel_key, seconds),
+            config_url=self.state.presigned_get_url(layout.agent_config(node.attempt, node.node), seconds),
+        )
+        tags = {
+            **self.spec.tags,
+            TAG_JOB: self.job_id,
+            TAG_ATTEMPT: str(node.attempt),
+            TAG_NODE: str(node.node),
+            TAG_NAME: self.spec.name,
+            TAG_OWNER: owner(),
+        }
+        disks = self.spec.disks
+        return compute.LaunchRequest(
+            zone=node.zone,
+            instance_type=node.instance_type,
+            charge_type=node.charge_type,
+            image_id=plan.image_id,
+            client_token=node.client_token,
+            name=f"cvmjob-{self.spec.name}-{self.job_id}-a{node.attempt}n{node.node}",
+            tags=tags,
+            user_data_b64=data,
+            terminate_at=datetime.fromtimestamp(
+                max(job.deadline + ACTION_TIMER_MARGIN, self.now() + 420), timezone.utc
+            ),
+            system_disk=compute.Disk(disks.system.type, disks.system.size_gib),
+            data_disks=tuple(compute.Disk(d.type, d.size_gib) for d in disks.data),
+            spot_max_price=self.spec.billing.spot_max_price if node.charge_type == "SPOTPAID" else None,
+            cam_role=self.spec.credentials.removeprefix("role:") if self.spec.credentials.startswith("role:") else None,
+        )
+
+    def _Launch(self, action: Launch) -> bool:
+        job = self.job()
+        node = next(n for n in self.store.nodes(self.job_id, job.attempt) if n.node == action.node)
+        request = self._launch_request(job, node)
+        try:
+            ids = retrying(lambda: compute.run_instances(self.sdk, request))
+        except (CapacityError, QuotaError) as exc:
+            self.store.put_node(
+                self.token, replace(node, state="failed", end_reason=f"{exc.code}: {exc.message}", ended_at=self.now())
+            )
+            self.emit("capacity", f"no capacity for {request.instance_type} in {request.zone}: {exc.code}")
+            return False
+        except TransientError as exc:
+            self.emit("retry", f"RunInstances still failing ({exc.code}); will retry with the same ClientToken")
+            return False
+        except CloudError as exc:
+            raise PermanentFailure(f"RunInstances refused: {exc}") from exc
+        self.store.put_node(self.token, replace(node, instance_id=ids[0], state="launched", launched_at=self.now()))
+        self.emit("launch", f"instance {ids[0]} created ({request.instance_type}, {request.zone})")
+        return True
+
+    def _MarkNodes(self, action: MarkNodes) -> bool:
+        job = self.job()
+        by_node = {n.node: n for n in self.store.nodes(self.job_id, job.attempt)}
+        now = self.now()
+        for node, state, reason in action.updates:
+            record = by_node[node]
+            if state == "running":
+                record = replace(record, state="running", running_at=record.running_at or now)
+            else:
+                record = replace(record, state=state, end_reason=reason, ended_at=record.ended_at or now)
+            self.store.put_node(self.token, record)
+            if state != "running":
+                self.emit("lost", f"node {node}: {reason}")
+        return True
+
+    def _Terminate(self, action: Terminate) -> bool:
+        if not action.instance_ids:
+            return True
+        try:
+            retrying(lambda: compute.terminate(self.sdk, list(action.instance_ids)))
+        except TransientError as exc:
+            self.emit("retry", f"TerminateInstances failing ({exc.code}); retrying")
+            return False
+        now = self.now()
+        for node in self.store.nodes(self.job_id):
+            if node.instance_id in action.instance_ids and node.ended_at is None:
+                self.store.put_node(self.token, replace(node, ended_at=now))
+        self.emit("terminate", f"terminating {', '.join(action.instance_ids)} ({action.reason})")
+        return True
+
+    # -- job transitions ---------------------------------------------------------------------------------
+    def _Move(self, action: Move) -> bool:
+        job = self.job()
+        changes: dict[str, Any] = {}
+        if action.outcome is not None:
+            changes["outcome"] = action.outcome
+        if action.keep_until is not None:
+            changes["keep_until"] = action.keep_until
+        self.store.transition(self.job_id, self.token, job.state, action.target, action.reason, self.now(), **changes)
+        self.emit("state", f"{action.target.value}: {action.reason}")
+        return False
+
+    def _RequestCancel(self, action: RequestCancel) -> bool:
+        job = self.job()
+        control = Control(action="cancel", reason=action.reason, time=self.now())
+        retrying(lambda: self.state.put_json(self.layout.control(job.attempt), control.model_dump(mode="json")))
+        return True
+
+    def _Wait(self, action: Wait) -> bool:
+        self.interrupted.wait(action.seconds)
+        return False
+
+    # -- images --------------------------------------------------------------------------------------------
+    def _CreateImage(self, action: CreateImage) -> bool:
+        job = self.job()
+        existing = retrying(lambda: images.find_by_tags(self.sdk, {TAG_JOB: self.job_id}))
+        if existing:  # created before a crash: adopt it
+            image_id, name = existing[0].image_id, existing[0].name
+        else:
+            instance = next(
+                (n.instance_id for n in self.store.nodes(self.job_id, job.attempt) if n.node == 0 and n.instance_id),
+                None,
+            )
+            if instance is None:
+                raise PermanentFailure("no instance to image")
+            name = render_snapshot_name(
+                self.spec.snapshot.name,
+                name=self.spec.name,
+                job_id=self.job_id,
+                attempt=job.attempt,
+                at=datetime.fromtimestamp(self.now(), timezone.utc),
+            )
+            tags = {**self.spec.tags, TAG_JOB: self.job_id, TAG_NAME: self.spec.name, TAG_OWNER: owner()}
+            try:
+                image_id = retrying(lambda: images.create_image(self.sdk, instance, name, tags))
+            except CloudError as exc:
+                self.emit("image", f"CreateImage failed ({exc.code}); finishing without an image")
+                self.store.transition(
+                    self.job_id,
+                    self.token,
+                    job.state,
+                    JobState.TEARING_DOWN,
+                    f"training succeeded; no image ({exc.code}: {exc.message})",
+                    self.now(),
+                    outcome=JobState.SUCCEEDED,
+                )
+                return False
+        self.store.put_image(self.token, ImageRecord(image_id, self.job_id, name, "CREATING", self.now(), None))
+        self.store.update(self.job_id, self.token, self.now(), image_id=image_id)
+        self.emit("image", f"creating image {image_id} ({name})")
+        return False
+
+    def _ApplyImageRetention(self, action: ApplyImageRetention) -> bool:
+        job = self.job()
+        mine = retrying(lambda: images.find_by_tags(self.sdk, {TAG_NAME: self.spec.name}))
+        ready = sorted((i for i in mine if i.state == "NORMAL"), key=lambda i: i.created_at)
+        doomed = [i for i in ready[: max(0, len(ready) - action.keep_last)] if i.image_id != job.image_id]
+        if doomed:
+            try:
+                retrying(lambda: images.delete(self.sdk, [i.image_id for i in doomed]))
+            except CloudError as exc:
+                self.emit("image", f"could not delete old images ({exc.code}); `cvmjob gc` will")
+                return True
+            for image in doomed:
+                self.emit("image", f"deleted old image {image.image_id} ({image.name}), keeping {action.keep_last}")
+        return True
+
+    # -- the bill ------------------------------------------------------------------------------------------
+    def _RecordBill(self, action: RecordBill) -> bool:
+        total = 0.0
+        for node in self.store.nodes(self.job_id):
+            if node.instance_id is None:
+                continue
+            cost = None
+            try:
+                cost = billing.resource_cost(
+                    self.sdk, node.instance_id, datetime.fromtimestamp(node.launched_at or self.now(), timezone.utc)
+                )
+            except CloudError:
+                cost = None
+            if cost is None and node.running_at is not None and node.price_per_hour is not None:
+                cost = node.price_per_hour * ((node.ended_at or self.now()) - node.running_at) / 3600
+            cost = round(cost or 0.0, 2)
+            total += cost
+            self.store.put_node(
+                self.token,
+                replace(node, cost_cny=cost, state="gone" if node.state in ("launched", "running") else node.state),
+            )
+        self.store.update(self.job_id, self.token, self.now(), cost_cny=round(total, 2))
+        self.store.note(self.job_id, self.token, "bill", f"{total:.2f} CNY", self.now())
+        self.emit("bill", f"cost {total:.2f} CNY")
+        return True

@@ -1,0 +1,34 @@
+"""What the controller sees of one job at one moment: the cloud's instances and images, and the agents'
+documents in COS. Built by ``observe``; read by the pure ``decide``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..contract import Result, Status
+from ..providers.tencent.compute import InstanceView
+from ..providers.tencent.images import ImageView
+
+
+@dataclass(frozen=True)
+class NodeSeen:
+    node: int
+    instance_id: str | None
+    instance: InstanceView | None  # None: the cloud answered that it does not exist (or no id yet)
+    status: Status | None
+    result: Result | None
+
+
+@dataclass(frozen=True)
+class Observation:
+    now: float
+    # False when the instance lookup failed: nothing may then be concluded about instances (design.md §4).
+    cloud_ok: bool
+    cloud_error: str = ""
+    nodes: tuple[NodeSeen, ...] = ()
+    # Live instances tagged with this job that are not the current attempt's (older attempts, lost intents).
+    strays: tuple[InstanceView, ...] = ()
+    image: ImageView | None = None
+    # False when the agents' documents could not be read (COS unreachable): no conclusion about the agents.
+    agents_ok: bool = True
+    agents_error: str = ""

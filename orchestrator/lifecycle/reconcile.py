@@ -1,0 +1,116 @@
+"""drive(): observe → decide → execute until the job is terminal, holding the job's lease the whole time.
+
+A restarted controller calls the same function: everything it needs is in the store and the cloud.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..plan.models import Plan
+from ..providers.tencent.storage import ObjectStore
+from ..spec.models import JobSpec
+from ..state.store import JobRecord, Store
+from ..target import Target, connect, reconnect
+from .actions import Move
+from .decide import decide
+from .execute import Emit, Executor, PermanentFailure, owner
+from .machine import JobState
+from .observation import Observation
+from .observe import observe
+from .settings import settings_from_json
+
+LEASE_SECONDS = 30.0
+
+
+@dataclass
+class Controls:
+    """How a user (or a signal handler) steers a driven job from outside the loop."""
+
+    interrupted: threading.Event = field(default_factory=threading.Event)  # wake up now
+    teardown_now: threading.Event = field(default_factory=threading.Event)  # skip the graceful cancel
+
+
+def drive(
+    store: Store,
+    job_id: str,
+    *,
+    emit: Emit = lambda kind, message: None,
+    controls: Controls | None = None,
+    now: Callable[[], float] = time.time,
+    force_lease: bool = False,
+    on_round: Callable[[JobRecord, Observation | None], None] | None = None,
+) -> JobRecord:
+    controls = controls or Controls()
+    me = f"{owner()}/{uuid.uuid4().hex[:8]}"
+    token = store.acquire(job_id, me, LEASE_SECONDS, now(), force=force_lease)
+    job = store.get(job_id)
+    assert job is not None
+    target = reconnect(Target.from_json(job.cloud))
+    sdk = connect(target)
+    plan = Plan.model_validate(job.plan)
+    spec = JobSpec.model_validate(job.spec)
+    settings = settings_from_json(job.settings)
+    executor = Executor(
+        store=store,
+        token=token,
+        job_id=job_id,
+        target=target,
+        sdk=sdk,
+        state=ObjectStore(sdk, plan.state_bucket),
+        spec=spec,
+        source_dir=Path(job.source_dir),
+        now=now,
+        emit=emit,
+        interrupted=controls.interrupted,
+    )
+    renewed = now()
+    try:
+        while True:
+            job = store.get(job_id)
+            assert job is not None
+            if job.state.is_terminal():
+                if on_round is not None:
+                    on_round(job, None)
+                return job
+            if controls.teardown_now.is_set() and job.state not in (JobState.TEARING_DOWN, JobState.PENDING):
+                executor.run(
+                    Move(
+                        JobState.TEARING_DOWN,
+                        "cancelled: tearing down at once",
+                        outcome=job.outcome or JobState.CANCELLED,
+                    )
+                )
+                continue
+            if controls.teardown_now.is_set() and job.state == JobState.PENDING:
+                executor.run(Move(JobState.CANCELLED, "cancelled before anything was created"))
+                continue
+            controls.interrupted.clear()
+            nodes = store.nodes(job_id)
+            observation = observe(job, nodes, sdk, executor.state, now())
+            if on_round is not None:
+                on_round(job, observation)
+            actions = decide(job, nodes, observation, settings, store.entered_at(job_id))
+            for action in actions:
+                try:
+                    if not executor.run(action):
+                        break
+                except PermanentFailure as exc:
+                    emit("error", str(exc))
+                    current = store.get(job_id)
+                    assert current is not None
+                    if current.state == JobState.TEARING_DOWN:
+                        raise  # nothing else to fall back to: the job stays TEARING_DOWN for resume or gc
+                    target_state = JobState.FAILED_ERROR if current.state == JobState.PENDING else JobState.TEARING_DOWN
+                    executor.run(Move(target_state, str(exc), outcome=JobState.FAILED_ERROR))
+                    break
+            if now() - renewed > LEASE_SECONDS / 3:
+                store.renew(job_id, token, LEASE_SECONDS, now())
+                renewed = now()
+    finally:
+        store.release(job_id, token)

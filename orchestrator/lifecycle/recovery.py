@@ -1,0 +1,165 @@
+"""Where the next attempt goes after a lost one: a pure function of the attempts so far, the plan's candidates,
+the recovery rules and the time. Bounded by construction: every path either launches somewhere not yet exhausted,
+waits a bounded backoff, or gives up with the list of what was tried and why (landscape.md §2.3: no failover
+loops).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ..plan.models import Placement
+from ..state.store import NodeRecord
+from .machine import JobState
+from .settings import RecoveryRules
+
+PREEMPTED = "preempted"  # reclaimed with a notice, or lost without one
+CAPACITY = "capacity"  # no stock / launch failed
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    attempt: int
+    placement: Placement
+    kind: str  # PREEMPTED | CAPACITY | other
+    reason: str
+    ended_at: float
+
+
+@dataclass(frozen=True)
+class Relaunch:
+    placement: Placement
+    reason: str
+
+
+@dataclass(frozen=True)
+class Backoff:
+    until: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    state: JobState
+    reason: str
+
+
+Choice = Relaunch | Backoff | GiveUp
+
+
+def summarize(nodes: list[NodeRecord]) -> list[AttemptSummary]:
+    """One summary per finished attempt (the worst node decides how it ended)."""
+    by_attempt: dict[int, list[NodeRecord]] = {}
+    for n in nodes:
+        by_attempt.setdefault(n.attempt, []).append(n)
+    out = []
+    for attempt in sorted(by_attempt):
+        group = by_attempt[attempt]
+        ended = [n for n in group if n.state in ("lost", "failed")]
+        if not ended:
+            continue
+        first = ended[0]
+        kind = CAPACITY if first.state == "failed" else PREEMPTED
+        out.append(
+            AttemptSummary(
+                attempt=attempt,
+                placement=Placement(
+                    zone=first.zone,
+                    instance_type=first.instance_type,
+                    charge_type=first.charge_type,
+                    price_per_hour=first.price_per_hour,
+                ),
+                kind=kind,
+                reason=first.end_reason,
+                ended_at=max(n.ended_at or 0 for n in ended),
+            )
+        )
+    return out
+
+
+def _key(p: Placement) -> tuple[str, str, str]:
+    return (p.zone, p.instance_type, p.charge_type)
+
+
+def next_placement(
+    history: list[AttemptSummary], candidates: list[Placement], rules: RecoveryRules, now: float, seed: str
+) -> Choice:
+    if not history:
+        return Relaunch(candidates[0], "first attempt")
+    last = history[-1]
+    preemptions = [h for h in history if h.kind == PREEMPTED]
+    failures = [h for h in history if h.kind == CAPACITY]
+    tried = "; ".join(f"{h.placement.label()}: {h.reason}" for h in history[-8:])
+    if len(preemptions) > rules.max_preemptions:
+        return GiveUp(
+            JobState.FAILED_PREEMPTED,
+            f"reclaimed {len(preemptions)} times, more than the policy's {rules.max_preemptions}",
+        )
+    if len(failures) >= rules.max_launch_failures:
+        return GiveUp(
+            JobState.FAILED_NO_CAPACITY,
+            f"{len(failures)} launches failed (policy limit {rules.max_launch_failures}); tried: {tried}",
+        )
+    if now - history[0].ended_at > rules.give_up_after:
+        return GiveUp(
+            JobState.FAILED_NO_CAPACITY,
+            f"still no capacity after {rules.give_up_after / 60:.0f} min of recovery; tried: {tried}",
+        )
+
+    allowed = _allowed(candidates, preemptions, rules, now)
+    if not allowed:
+        return GiveUp(JobState.FAILED_NO_CAPACITY, f"no placement allowed by the policy; tried: {tried}")
+
+    if last.kind == PREEMPTED:
+        # Reclaims come from a lack of stock, not price: the same placement often has capacity again, and it is
+        # where the data cache and image are. Moving on is for launches that fail.
+        same = next((p for p in allowed if _key(p) == _key(last.placement)), None)
+        return Relaunch(same or allowed[0], f"after a reclaim in {last.placement.label()}")
+
+    # A launch failed: retry the same placement with backoff, then move along the candidates.
+    streak = 0
+    for h in reversed(history):
+        if h.kind != CAPACITY or _key(h.placement) != _key(last.placement):
+            break
+        streak += 1
+    if streak <= rules.same_zone_retries and any(_key(p) == _key(last.placement) for p in allowed):
+        delay = min(rules.backoff.maximum, rules.backoff.initial * rules.backoff.multiplier ** (streak - 1))
+        delay *= 1 + rules.backoff.jitter * (2 * random.Random(f"{seed}:{len(history)}").random() - 1)
+        if now < last.ended_at + delay:
+            return Backoff(
+                last.ended_at + delay, f"{last.placement.label()} had no capacity; retrying in {delay:.0f} s"
+            )
+        return Relaunch(last.placement, f"retry {streak} of {rules.same_zone_retries} in {last.placement.label()}")
+    exhausted = {_key(h.placement) for h in failures}
+    # Sold out everywhere at the preferred charge type: on-demand, if the policy has an on-demand fallback.
+    fallback_configured = rules.on_demand_after_preemptions is not None or rules.on_demand_after_minutes is not None
+    last_resort = [p for p in candidates if p.charge_type == "POSTPAID_BY_HOUR"] if fallback_configured else []
+    for p in [*allowed, *last_resort]:
+        if _key(p) not in exhausted:
+            return Relaunch(p, f"{last.placement.label()} had no capacity ({last.reason})")
+    return GiveUp(JobState.FAILED_NO_CAPACITY, f"every allowed placement failed; tried: {tried}")
+
+
+def _allowed(
+    candidates: list[Placement], preemptions: list[AttemptSummary], rules: RecoveryRules, now: float
+) -> list[Placement]:
+    primary = candidates[0]
+    allowed = [
+        p
+        for p in candidates
+        if (rules.next_zone or p.zone == primary.zone)
+        and (rules.alternative_types or p.instance_type == primary.instance_type)
+    ]
+    fallback = (
+        rules.on_demand_after_preemptions is not None and len(preemptions) >= rules.on_demand_after_preemptions
+    ) or (
+        rules.on_demand_after_minutes is not None
+        and preemptions
+        and now - preemptions[0].ended_at >= rules.on_demand_after_minutes * 60
+    )
+    on_demand = [p for p in allowed if p.charge_type == "POSTPAID_BY_HOUR"]
+    if fallback and on_demand:
+        return on_demand
+    preferred = [p for p in allowed if p.charge_type == primary.charge_type]
+    return preferred or allowed

@@ -1,0 +1,56 @@
+"""The knobs ``decide`` reads, taken once from the spec and the policies (so decide needs no pydantic model)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Backoff:
+    initial: float = 5.0
+    maximum: float = 60.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+
+@dataclass(frozen=True)
+class RecoveryRules:
+    max_preemptions: int = 5
+    max_launch_failures: int = 8
+    same_zone_retries: int = 1
+    backoff: Backoff = field(default_factory=Backoff)
+    next_zone: bool = True
+    alternative_types: bool = True
+    on_demand_after_preemptions: int | None = None
+    on_demand_after_minutes: float | None = None
+    give_up_after: float = 3600.0
+    heartbeat_stale_after: float = 60.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    nnodes: int = 1
+    snapshot: bool = True
+    snapshot_keep_last: int = 3
+    keep_on_failure: bool = False
+    keep_for: float = 0.0
+    max_cost: float | None = None
+    bootstrap_timeout: float = 900.0  # RUNNING instance, no heartbeat yet
+    pending_timeout: float = 900.0  # an instance stuck in PENDING
+    cancel_grace: float = 180.0  # agents get this long to checkpoint and upload on cancel
+    image_timeout: float = 3600.0
+    poll_seconds: float = 1.0
+    recovery: RecoveryRules = field(default_factory=RecoveryRules)
+
+
+def settings_to_json(settings: Settings) -> dict[str, object]:
+    return asdict(settings)
+
+
+def settings_from_json(data: dict[str, Any]) -> Settings:
+    if not data:
+        return Settings()
+    recovery = dict(data.get("recovery") or {})
+    recovery["backoff"] = Backoff(**(recovery.get("backoff") or {}))
+    return Settings(**{**data, "recovery": RecoveryRules(**recovery)})

@@ -1,0 +1,58 @@
+"""The plan a job runs by: stored with the job, shown by ``cvmjob plan``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+BILLING_TO_CHARGE = {"on-demand": "POSTPAID_BY_HOUR", "spot": "SPOTPAID", "reserved": "PREPAID"}
+CHARGE_TO_BILLING = {v: k for k, v in BILLING_TO_CHARGE.items()}
+
+
+class Placement(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    zone: str
+    instance_type: str
+    charge_type: str  # POSTPAID_BY_HOUR | SPOTPAID | PREPAID
+    price_per_hour: float | None = None  # CNY per instance-hour, after discount
+    on_demand_price_per_hour: float | None = None
+    gpus: float = 0
+    stock: str = ""
+
+    @property
+    def billing(self) -> str:
+        return CHARGE_TO_BILLING.get(self.charge_type, self.charge_type)
+
+    def label(self) -> str:
+        return f"{self.instance_type} in {self.zone} ({self.billing})"
+
+
+class Rejected(BaseModel):
+    """A placement the planner looked at and did not keep, and why (shown by ``cvmjob plan``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    zone: str
+    instance_type: str
+    charge_type: str
+    reason: str
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    region: str
+    image_id: str
+    image_name: str = ""
+    nnodes: int = 1
+    candidates: list[Placement] = Field(default_factory=list)  # in order of preference
+    rejected: list[Rejected] = Field(default_factory=list)
+    expected_hours: float = 1.0
+    estimated_cost: float | None = None  # CNY, first candidate, all nodes, expected hours
+    on_demand_cost: float | None = None  # the same on demand: what spot saves
+    state_bucket: str = ""
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def primary(self) -> Placement:
+        return self.candidates[0]

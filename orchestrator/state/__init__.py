@@ -1,0 +1,1 @@
+"""The controller's SQLite state store (one writer per job, fenced by a lease token)."""

@@ -1,0 +1,106 @@
+"""Which cloud a job runs on, and how to reach it.
+
+Order: ``--emulator`` (or ``CVMJOB_EMULATOR=1``) → the embedded local emulator; ``CVMJOB_ENDPOINT=host:port`` → an
+emulator already running there; Tencent Cloud credentials in the usual places → Tencent Cloud; nothing → the
+embedded local emulator, said plainly. The target is stored with the job without any secret; keys are found
+again whenever the job is driven.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from . import embedded
+from .providers.tencent._sdk import StaticCredential, TencentSdk
+from .providers.tencent.credentials import find_user_credential
+
+
+class TargetError(RuntimeError):
+    """No usable cloud: missing credentials or APPID, with what to do about it."""
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: Literal["tencent", "emulator"]
+    region: str
+    appid: str
+    endpoint: str | None = None  # host:port of an emulator; None for Tencent Cloud
+    embedded: bool = False  # the emulator is cvmjob's own (started and stopped by it)
+    credential_source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Target:
+        return cls(**data)
+
+    def describe(self) -> str:
+        if self.kind == "tencent":
+            return f"Tencent Cloud, {self.region} (keys from {self.credential_source})"
+        where = "the embedded local emulator" if self.embedded else "a local emulator"
+        return f"{where} at {self.endpoint} (no real cloud: nothing is billed)"
+
+
+def resolve(region: str, force_emulator: bool = False) -> Target:
+    if force_emulator or os.environ.get("CVMJOB_EMULATOR") == "1":
+        return _embedded(region)
+    endpoint = os.environ.get("CVMJOB_ENDPOINT")
+    if endpoint:
+        found = find_user_credential()
+        return Target(
+            "emulator",
+            region,
+            os.environ.get("TENCENTCLOUD_APPID", embedded.EMULATOR_APPID),
+            endpoint,
+            credential_source=found.source if found else "the emulator's default keys",
+        )
+    found = find_user_credential()
+    if found is None:
+        return _embedded(region)
+    appid = os.environ.get("TENCENTCLOUD_APPID", "")
+    if not appid.isdigit():
+        raise TargetError(
+            "Tencent Cloud keys were found but not the account's APPID, which COS bucket names need: "
+            "set TENCENTCLOUD_APPID (console → Account Info → APPID)."
+        )
+    return Target("tencent", region, appid, credential_source=found.source)
+
+
+def _embedded(region: str) -> Target:
+    emulator = embedded.ensure_running()
+    return Target(
+        "emulator",
+        region,
+        embedded.EMULATOR_APPID,
+        emulator.endpoint,
+        embedded=True,
+        credential_source="the emulator's default keys",
+    )
+
+
+def reconnect(target: Target) -> Target:
+    """The same target for a job being resumed: the embedded emulator is started again if it is down (its state
+    directory keeps the instances' records)."""
+    if target.embedded:
+        return _embedded(target.region)
+    return target
+
+
+def connect(target: Target) -> TencentSdk:
+    found = find_user_credential()
+    if target.kind == "tencent":
+        if found is None:
+            raise TargetError(
+                "no Tencent Cloud keys: set TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY or configure "
+                "~/.tencentcloud/credentials"
+            )
+        return TencentSdk(found.credential, target.region, None, target.appid)
+    credential = (
+        found.credential
+        if found is not None and not target.embedded
+        else StaticCredential(embedded.EMULATOR_SECRET_ID, embedded.EMULATOR_SECRET_KEY)
+    )
+    return TencentSdk(credential, target.region, target.endpoint, target.appid)
