@@ -1,0 +1,172 @@
+"""The machines behind CVM's instance records: sandboxes, boots, power-offs and disk copies.
+
+Called from the event-loop thread only. What blocks (a power-off's grace period, copying or deleting a disk tree)
+runs in threads that touch only their own files and process groups; the model learns their outcome by polling
+(``finished_copy``, ``running``), so records change only on the loop thread.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .copytree import CopyJob
+from .gpus import GpuPool
+from .processes import ProcessGroup, become_subreaper, reap_groups
+from .sandbox import BootContext, Sandbox
+
+# SIGTERM first, like an ACPI power-off, then SIGKILL: enough for a trainer to write an emergency checkpoint
+# marker, short enough for tests.
+KILL_GRACE_SECONDS = 3.0
+REAP_INTERVAL_SECONDS = 1.0
+
+
+class Host:
+    def __init__(self, root: Path, endpoint: str, image_python: str, now: Callable[[], float], gpus: GpuPool) -> None:
+        self.root = root
+        self.endpoint = endpoint
+        self.image_python = image_python
+        self.gpus = gpus
+        self._now = now
+        self._groups: dict[str, ProcessGroup] = {}
+        # Groups of released instances, kept while they die so that ``describe`` can tell when they are dead.
+        self._released: dict[str, ProcessGroup] = {}
+        self._copies: dict[str, CopyJob] = {}
+        self._cleanups: list[threading.Thread] = []
+        self._last_reap = 0.0
+        root.mkdir(parents=True, exist_ok=True)
+        become_subreaper()
+
+    def sandbox(self, instance_id: str, local_disks: int = 0) -> Sandbox:
+        return Sandbox(self.root / instance_id, local_disks)
+
+    # -- disks -------------------------------------------------------------------------------------------
+    def provision(
+        self, instance_id: str, local_disks: int, os_name: str, host_name: str, image_tree: Path | None
+    ) -> float | None:
+        """(Re)create the system disk: empty from a public image (now), or a copy of a custom image's tree (in
+        the background). Returns the cloud time the disk was ready, None while the copy runs."""
+        sandbox = self.sandbox(instance_id, local_disks)
+        sandbox.create_local_disks()
+        retired = sandbox.retire_system()
+        if retired is not None:
+            self._in_background(self._delete_after, self._groups.get(instance_id), retired)
+        if image_tree is None:
+            sandbox.create_system(os_name, host_name)
+            return self._now()
+        self._copies[instance_id] = CopyJob(image_tree, sandbox.system, self._now)
+        return None
+
+    def finished_copy(self, instance_id: str) -> CopyJob | None:
+        """The instance's disk copy once it has finished (then forgotten); None while it runs or without one."""
+        job = self._copies.get(instance_id)
+        if job is None or not job.done:
+            return None
+        return self._copies.pop(instance_id)
+
+    def copying(self, instance_id: str) -> bool:
+        return instance_id in self._copies
+
+    # -- processes ---------------------------------------------------------------------------------------
+    def boot(self, instance_id: str, local_disks: int, secret: str, gpus: list[int], user_data: bytes | None) -> None:
+        ctx = BootContext(instance_id, secret, self.endpoint, self.image_python, tuple(gpus), user_data)
+        self._groups[instance_id] = self.sandbox(instance_id, local_disks).boot(ctx)
+
+    def running(self, instance_id: str) -> bool:
+        """Some process of the instance's last boot still lives."""
+        group = self._groups.get(instance_id)
+        return group is not None and group.alive()
+
+    def power_off(self, instance_id: str, grace: float = KILL_GRACE_SECONDS) -> None:
+        group = self._groups.get(instance_id)
+        if group is not None and not group.killing:
+            group.kill(grace)
+
+    def destroy(self, instance_id: str) -> None:
+        """Release: the process group dies, then the sandbox is deleted."""
+        group = self._groups.pop(instance_id, None)
+        if group is not None:
+            self._released[instance_id] = group
+        self._in_background(self._delete_after, group, self.root / instance_id, self._copies.pop(instance_id, None))
+
+    def reap(self) -> None:
+        now = time.monotonic()
+        if now - self._last_reap >= REAP_INTERVAL_SECONDS:
+            self._last_reap = now
+            reap_groups(self._groups.values())
+            self._released = {i: g for i, g in self._released.items() if g.alive()}
+
+    def describe(self, instance_id: str, local_disks: int = 0) -> dict[str, Any]:
+        sandbox = self.sandbox(instance_id, local_disks)
+        group = self._groups.get(instance_id) or self._released.get(instance_id)
+        return {
+            "sandbox": str(sandbox.path),
+            "system": str(sandbox.system),
+            "home": str(sandbox.home),
+            "local_disks": [str(d) for d in sandbox.local_disks],
+            "pid": group.popen.pid if group else None,
+            "pgid": group.pgid if group else None,
+            "alive": group is not None and group.alive(),
+        }
+
+    # -- the whole host ----------------------------------------------------------------------------------
+    def shutdown(self, grace: float = KILL_GRACE_SECONDS) -> None:
+        """Emulator exit: every instance powers off (they boot again on the next start), pending work ends."""
+        groups = [*self._groups.values(), *self._released.values()]
+        self._groups.clear()
+        self._released.clear()
+        for group in groups:
+            group.kill(grace)
+        for group in groups:
+            group.join()
+        for job in self._copies.values():
+            job.join()
+        for thread in self._cleanups:
+            thread.join()
+        self._cleanups.clear()
+
+    def reset(self) -> None:
+        """A new account: every instance dies at once and every sandbox goes, without waiting for either."""
+        groups = [*self._groups.values(), *self._released.values()]
+        copies = list(self._copies.values())
+        self._groups.clear()
+        self._released.clear()
+        self._copies.clear()
+        trash = None
+        if self.root.exists():
+            trash = self.root.with_name(f".{self.root.name}-deleted-{uuid.uuid4().hex[:8]}")
+            self.root.rename(trash)
+        self.root.mkdir(parents=True, exist_ok=True)
+        for group in groups:
+            group.kill(0)
+        self._in_background(self._wipe, groups, copies, trash)
+
+    # -- background work ---------------------------------------------------------------------------------
+    def _in_background(self, target: Callable[..., None], *args: Any) -> None:
+        self._cleanups = [t for t in self._cleanups if t.is_alive()]
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._cleanups.append(thread)
+        thread.start()
+
+    @staticmethod
+    def _delete_after(group: ProcessGroup | None, path: Path, copy: CopyJob | None = None) -> None:
+        if group is not None:
+            group.kill(KILL_GRACE_SECONDS)
+            group.join()
+        if copy is not None:
+            copy.join()
+        shutil.rmtree(path, ignore_errors=True)
+
+    @staticmethod
+    def _wipe(groups: list[ProcessGroup], copies: list[CopyJob], trash: Path | None) -> None:
+        for group in groups:
+            group.join()
+        for job in copies:
+            job.join()
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
