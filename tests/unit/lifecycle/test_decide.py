@@ -1,0 +1,257 @@
+"""decide() with a fake clock and no cloud: every rule of the life cycle as a table of situations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from orchestrator.contract import Outcome, Phase, Result, Status
+from orchestrator.lifecycle.actions import (
+    CreateImage,
+    Launch,
+    MarkNodes,
+    Move,
+    RecordBill,
+    RequestCancel,
+    Stage,
+    StartAttempt,
+    Terminate,
+    Wait,
+)
+from orchestrator.lifecycle.decide import decide
+from orchestrator.lifecycle.machine import JobState
+from orchestrator.lifecycle.observation import NodeSeen, Observation
+from orchestrator.lifecycle.settings import Settings
+from orchestrator.plan.models import Placement, Plan
+from orchestrator.providers.tencent.compute import InstanceView
+from orchestrator.providers.tencent.images import ImageView
+from orchestrator.state.store import JobRecord, NodeRecord
+
+S = JobState
+PLACEMENT = Placement(zone="ap-guangzhou-3", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=2.0)
+PLAN = Plan(region="ap-guangzhou", image_id="img-487zeit5", candidates=[PLACEMENT], state_bucket="b-1250000000")
+SETTINGS = Settings()
+NOW = 10_000.0
+
+
+def job(state: JobState, **changes: object) -> JobRecord:
+    base = JobRecord(
+        job_id="job-1",
+        name="demo",
+        state=state,
+        outcome=None,
+        reason="",
+        spec={},
+        plan=PLAN.model_dump(),
+        cloud={},
+        attempt=1,
+        created_at=0,
+        updated_at=0,
+        deadline=NOW + 3600,
+        image_id=None,
+        exit_code=None,
+        cost_cny=0,
+        cancel_requested=False,
+        keep_until=None,
+        final_step=None,
+        lease_owner="me",
+        lease_token=1,
+        lease_expires=NOW + 30,
+        source_dir="/",
+        settings={},
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def node(state: str = "running", instance_id: str | None = "ins-00000001", attempt: int = 1) -> NodeRecord:
+    return NodeRecord(
+        "job-1",
+        attempt,
+        0,
+        "tok",
+        PLACEMENT.zone,
+        PLACEMENT.instance_type,
+        PLACEMENT.charge_type,
+        2.0,
+        instance_id,
+        state,
+        launched_at=NOW - 600,
+        running_at=NOW - 500,
+    )
+
+
+def instance(state: str = "RUNNING", instance_id: str = "ins-00000001", attempt: int = 1) -> InstanceView:
+    return InstanceView(
+        instance_id,
+        state,
+        PLACEMENT.zone,
+        PLACEMENT.instance_type,
+        "SPOTPAID",
+        "127.0.0.1",
+        datetime.fromtimestamp(NOW - 600, timezone.utc),
+        {"cvmjob:job": "job-1", "cvmjob:attempt": str(attempt), "cvmjob:node": "0"},
+    )
+
+
+def status(phase: Phase = Phase.TRAINING, at: float = NOW) -> Status:
+    return Status(attempt=1, node_rank=0, instance_id="ins-00000001", phase=phase, time=at, seq=3, step=10)
+
+
+def result(outcome: Outcome, reason: str = "") -> Result:
+    return Result(
+        attempt=1, node_rank=0, instance_id="ins-00000001", outcome=outcome, exit_code=0, reason=reason, time=NOW
+    )
+
+
+def seen(inst: InstanceView | None = None, st: Status | None = None, res: Result | None = None) -> Observation:
+    return Observation(now=NOW, cloud_ok=True, nodes=(NodeSeen(0, "ins-00000001", inst, st, res),))
+
+
+def run(
+    j: JobRecord,
+    obs: Observation,
+    nodes: list[NodeRecord] | None = None,
+    settings: Settings = SETTINGS,
+    entered_at: float = NOW - 10,
+) -> list[object]:
+    return list(decide(j, nodes if nodes is not None else [node()], obs, settings, entered_at))
+
+
+def test_pending_and_staging() -> None:
+    assert run(job(S.PENDING), seen()) == [Move(S.STAGING, "uploading the spec and the bundle")]
+    assert run(job(S.PENDING, cancel_requested=True), seen())[0] == Move(
+        S.CANCELLED, "cancelled before anything was created"
+    )
+    assert run(job(S.STAGING), seen()) == [Stage(PLACEMENT)]
+
+
+def test_a_failed_lookup_concludes_nothing() -> None:
+    obs = Observation(now=NOW, cloud_ok=False, cloud_error="RequestLimitExceeded")
+    for state in (S.BOOTING, S.RUNNING, S.TEARING_DOWN, S.RECOVERING):
+        actions = run(job(state), obs)
+        assert len(actions) == 1 and isinstance(actions[0], Wait), state
+
+
+def test_unreadable_agent_reports_conclude_nothing() -> None:
+    obs = replace(seen(instance()), agents_ok=False, agents_error="COS 503")
+    assert all(isinstance(a, Wait) for a in run(job(S.RUNNING), obs))
+
+
+def test_launching_launches_intents_then_boots() -> None:
+    assert run(job(S.LAUNCHING), seen(), [node("intent", None)]) == [Launch(0)]
+    assert run(job(S.LAUNCHING), seen(), [node("launched")]) == [Move(S.BOOTING, "instances created")]
+    failed = replace(node("failed", None), end_reason="ResourceInsufficient.SpecifiedInstanceType")
+    assert run(job(S.LAUNCHING), seen(), [failed])[0] == Move(
+        S.RECOVERING, "launch failed: ResourceInsufficient.SpecifiedInstanceType"
+    )
+
+
+def test_booting_becomes_running_when_the_agent_reports() -> None:
+    actions = run(job(S.BOOTING), seen(instance(), status(Phase.SETUP)), [node("launched")])
+    assert MarkNodes(((0, "running", "instance RUNNING"),)) in actions
+    assert actions[-1] == Move(S.RUNNING, "the agents report")
+
+
+def test_booting_without_a_heartbeat_times_out() -> None:
+    old = replace(node("running"), running_at=NOW - SETTINGS.bootstrap_timeout - 1)
+    actions = run(job(S.BOOTING), seen(instance()), [old])
+    assert actions[-1] == Move(
+        S.TEARING_DOWN,
+        f"the instance ran {SETTINGS.bootstrap_timeout:.0f} s without the agent reporting",
+        outcome=S.FAILED_BOOTSTRAP,
+    )
+
+
+def test_launch_failed_instance_goes_to_recovery() -> None:
+    failed = replace(instance("LAUNCH_FAILED"), error_message="no stock")
+    actions = run(job(S.BOOTING), seen(failed), [node("launched")])
+    assert actions == [MarkNodes(((0, "failed", "no stock"),)), Move(S.RECOVERING, "no stock")]
+
+
+def test_success_images_then_tears_down() -> None:
+    actions = run(job(S.RUNNING), seen(instance(), status(Phase.DONE), result(Outcome.SUCCEEDED)))
+    assert actions == [Move(S.IMAGING, "training succeeded; creating the image")]
+    no_snapshot = replace(SETTINGS, snapshot=False)
+    assert run(job(S.RUNNING), seen(instance(), status(), result(Outcome.SUCCEEDED)), settings=no_snapshot) == [
+        Move(S.TEARING_DOWN, "training succeeded", outcome=S.SUCCEEDED)
+    ]
+
+
+def test_training_failure_tears_down_or_keeps() -> None:
+    obs = seen(instance(), status(Phase.FAILED), result(Outcome.TRAINING_FAILED, "exit code 3"))
+    assert run(job(S.RUNNING), obs) == [Move(S.TEARING_DOWN, "training_failed: exit code 3", outcome=S.FAILED)]
+    keep = replace(SETTINGS, keep_on_failure=True, keep_for=600)
+    assert run(job(S.RUNNING), obs, settings=keep) == [
+        Move(S.KEEPING, "training_failed: exit code 3", outcome=S.FAILED, keep_until=NOW + 600)
+    ]
+
+
+def test_preempted_agent_report_recovers() -> None:
+    actions = run(job(S.RUNNING), seen(instance(), status(Phase.PREEMPTED), result(Outcome.PREEMPTED, "notice")))
+    assert actions == [MarkNodes(((0, "lost", "preempted: notice"),)), Move(S.RECOVERING, "spot reclaim: notice")]
+
+
+def test_instance_gone_without_a_result_is_a_reclaim_without_notice() -> None:
+    actions = run(job(S.RUNNING), seen(None, status()))
+    assert isinstance(actions[0], MarkNodes) and actions[0].updates[0][1] == "lost"
+    assert isinstance(actions[1], Move) and actions[1].target == S.RECOVERING
+
+
+def test_stale_heartbeat_terminates_and_recovers() -> None:
+    stale = status(at=NOW - SETTINGS.recovery.heartbeat_stale_after - 1)
+    actions = run(job(S.RUNNING), seen(instance(), stale))
+    assert actions[0] == Terminate(("ins-00000001",), "its agent stopped reporting")
+    assert isinstance(actions[-1], Move) and actions[-1].target == S.RECOVERING
+
+
+def test_cancel_asks_the_agents_then_waits_within_grace() -> None:
+    actions = run(job(S.RUNNING, cancel_requested=True), seen(instance(), status()))
+    assert actions == [
+        RequestCancel("cancelled by the user"),
+        Move(S.CANCELLING, "asking the agents to checkpoint and stop"),
+    ]
+    waiting = run(job(S.CANCELLING), seen(instance(), status()), entered_at=NOW - 10)
+    assert isinstance(waiting[-1], Wait)
+    late = run(job(S.CANCELLING), seen(instance(), status()), entered_at=NOW - SETTINGS.cancel_grace - 1)
+    assert isinstance(late[-1], Move) and late[-1].outcome == S.CANCELLED
+
+
+def test_recovering_ends_the_lost_attempt_before_launching_the_next() -> None:
+    lost = replace(node("lost"), ended_at=NOW - 5, end_reason="preempted")
+    actions = run(job(S.RECOVERING), seen(instance()), [lost])
+    assert actions[0] == Terminate(("ins-00000001",), "ending the lost attempt") and isinstance(actions[1], Wait)
+    actions = run(job(S.RECOVERING), seen(None), [lost])
+    assert actions == [StartAttempt(PLACEMENT, "after a reclaim in GN7.2XLARGE32 in ap-guangzhou-3 (spot)")]
+
+
+def test_strays_of_earlier_attempts_are_terminated_first() -> None:
+    stray = instance("RUNNING", "ins-00000009", attempt=0)
+    obs = replace(seen(instance(), status()), strays=(stray,))
+    assert run(job(S.RUNNING), obs)[0] == Terminate(("ins-00000009",), "instance of an earlier attempt")
+
+
+def test_imaging() -> None:
+    assert run(job(S.IMAGING), seen(instance())) == [CreateImage()]
+    creating = ImageView("img-00000001", "n", "CREATING", "PRIVATE_IMAGE", "", {})
+    assert isinstance(run(job(S.IMAGING, image_id="img-00000001"), replace(seen(instance()), image=creating))[-1], Wait)
+    normal = replace(creating, state="NORMAL")
+    actions = run(job(S.IMAGING, image_id="img-00000001"), replace(seen(instance()), image=normal))
+    assert actions[-1] == Move(S.TEARING_DOWN, "image img-00000001 ready", outcome=S.SUCCEEDED)
+
+
+def test_teardown_waits_for_the_cloud_to_confirm_then_bills() -> None:
+    tearing = job(S.TEARING_DOWN, outcome=S.SUCCEEDED, reason="image ready")
+    actions = run(tearing, seen(instance()))
+    assert actions[0] == Terminate(("ins-00000001",), "teardown") and isinstance(actions[1], Wait)
+    assert isinstance(run(tearing, seen(instance("TERMINATING")))[0], Wait)  # already going: no second call
+    assert run(tearing, seen(None)) == [RecordBill(), Move(S.SUCCEEDED, "image ready")]
+
+
+def test_deadline_and_budget() -> None:
+    late = job(S.RUNNING, deadline=NOW - 1)
+    assert run(late, seen(instance(), status()))[-1] == Move(
+        S.TEARING_DOWN, "limits.max_runtime reached", outcome=S.FAILED_TIMEOUT
+    )
+    budget = replace(SETTINGS, max_cost=0.1)
+    actions = run(job(S.RUNNING), seen(instance(), status()), settings=budget)
+    assert isinstance(actions[-1], Move) and actions[-1].outcome == S.FAILED_BUDGET

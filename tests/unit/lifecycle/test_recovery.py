@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from orchestrator.lifecycle.machine import JobState
+from orchestrator.lifecycle.recovery import (
+    CAPACITY,
+    PREEMPTED,
+    AttemptSummary,
+    Backoff,
+    GiveUp,
+    Relaunch,
+    next_placement,
+)
+from orchestrator.lifecycle.settings import Backoff as BackoffRule
+from orchestrator.lifecycle.settings import RecoveryRules
+from orchestrator.plan.models import Placement
+
+SPOT_A = Placement(zone="z-3", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=1.7)
+SPOT_B = Placement(zone="z-4", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=1.7)
+OD_A = Placement(zone="z-3", instance_type="GN7.2XLARGE32", charge_type="POSTPAID_BY_HOUR", price_per_hour=8.7)
+CANDIDATES = [SPOT_A, SPOT_B, OD_A]
+RULES = RecoveryRules(
+    max_preemptions=3,
+    max_launch_failures=5,
+    same_zone_retries=1,
+    backoff=BackoffRule(initial=10, maximum=60, multiplier=2, jitter=0),
+    on_demand_after_preemptions=2,
+    give_up_after=3600,
+)
+
+
+def attempt(n: int, p: Placement, kind: str, at: float) -> AttemptSummary:
+    return AttemptSummary(n, p, kind, "reason", at)
+
+
+def test_first_attempt_is_the_first_candidate() -> None:
+    assert next_placement([], CANDIDATES, RULES, 0, "job") == Relaunch(SPOT_A, "first attempt")
+
+
+def test_after_a_reclaim_the_same_placement_is_tried_at_once() -> None:
+    choice = next_placement([attempt(1, SPOT_A, PREEMPTED, 100)], CANDIDATES, RULES, 101, "job")
+    assert isinstance(choice, Relaunch) and choice.placement == SPOT_A
+
+
+def test_capacity_failure_backs_off_then_retries_then_moves_zone() -> None:
+    history = [attempt(1, SPOT_A, CAPACITY, 100)]
+    assert isinstance(next_placement(history, CANDIDATES, RULES, 105, "job"), Backoff)
+    retry = next_placement(history, CANDIDATES, RULES, 111, "job")
+    assert isinstance(retry, Relaunch) and retry.placement == SPOT_A
+    history.append(attempt(2, SPOT_A, CAPACITY, 120))
+    moved = next_placement(history, CANDIDATES, RULES, 121, "job")
+    assert isinstance(moved, Relaunch) and moved.placement == SPOT_B
+
+
+def test_sold_out_everywhere_falls_back_to_on_demand_when_the_policy_has_a_fallback() -> None:
+    history = [
+        attempt(1, SPOT_A, CAPACITY, 100),
+        attempt(2, SPOT_A, CAPACITY, 120),
+        attempt(3, SPOT_B, CAPACITY, 130),
+        attempt(4, SPOT_B, CAPACITY, 150),
+    ]
+    choice = next_placement(history, CANDIDATES, RULES, 200, "job")
+    assert isinstance(choice, Relaunch) and choice.placement == OD_A
+
+
+def test_without_fallback_sold_out_everywhere_gives_up_listing_what_was_tried() -> None:
+    rules = RecoveryRules(
+        max_launch_failures=10, same_zone_retries=0, on_demand_after_preemptions=None, on_demand_after_minutes=None
+    )
+    history = [attempt(1, SPOT_A, CAPACITY, 100), attempt(2, SPOT_B, CAPACITY, 110)]
+    choice = next_placement(history, CANDIDATES, rules, 200, "job")
+    assert isinstance(choice, GiveUp) and choice.state == JobState.FAILED_NO_CAPACITY
+    assert "z-3" in choice.reason and "z-4" in choice.reason
+
+
+def test_preemptions_switch_to_on_demand_then_give_up_beyond_the_limit() -> None:
+    history = [attempt(1, SPOT_A, PREEMPTED, 100), attempt(2, SPOT_A, PREEMPTED, 200)]
+    choice = next_placement(history, CANDIDATES, RULES, 201, "job")
+    assert isinstance(choice, Relaunch) and choice.placement == OD_A
+    history += [attempt(3, OD_A, PREEMPTED, 300), attempt(4, OD_A, PREEMPTED, 400)]
+    assert next_placement(history, CANDIDATES, RULES, 401, "job") == GiveUp(
+        JobState.FAILED_PREEMPTED, "reclaimed 4 times, more than the policy's 3"
+    )
+
+
+def test_launch_failures_are_bounded() -> None:
+    history = [attempt(i, SPOT_A, CAPACITY, 100 + i) for i in range(5)]
+    choice = next_placement(history, CANDIDATES, RULES, 200, "job")
+    assert isinstance(choice, GiveUp) and choice.state == JobState.FAILED_NO_CAPACITY
+
+
+def test_jitter_is_deterministic_per_job() -> None:
+    rules = RecoveryRules(backoff=BackoffRule(initial=10, maximum=60, multiplier=2, jitter=0.5))
+    history = [attempt(1, SPOT_A, CAPACITY, 100)]
+    first = next_placement(history, CANDIDATES, rules, 100, "job-a")
+    assert first == next_placement(history, CANDIDATES, rules, 100, "job-a")
+    assert isinstance(first, Backoff)
