@@ -10,6 +10,8 @@ The controller and the agent never talk directly (design.md §2). Each object ha
 
 from __future__ import annotations
 
+import re
+import signal
 from enum import Enum
 from typing import Literal
 
@@ -26,9 +28,10 @@ class _Model(BaseModel):
 class JobLayout:
     """Keys of one job's objects in the state bucket."""
 
-    def __init__(self, job_id: str) -> None:
+    def __init__(self, job_id: str, prefix: str | None = None) -> None:
         self.job_id = job_id
-        self.prefix = f"{ROOT}/{job_id}/"
+        # The agent is given the prefix (AgentConfig.state) rather than deriving it, so the two never disagree.
+        self.prefix = prefix if prefix is not None else f"{ROOT}/{job_id}/"
 
     @property
     def spec(self) -> str:
@@ -228,7 +231,9 @@ class Rendezvous(_Model):
 class CheckpointEntry(_Model):
     name: str
     step: int
-    files: dict[str, int]  # relative path -> CRC64
+    # A checkpoint is a directory (files: paths inside it) or one file (files: {name: crc}), restored as it was.
+    kind: Literal["directory", "file"] = "directory"
+    files: dict[str, int]  # relative path -> CRC64; objects are at checkpoints/<name>/<path>
     size: int
     attempt: int
     time: float
@@ -243,3 +248,51 @@ class Manifest(_Model):
 
     def latest(self) -> CheckpointEntry | None:
         return max(self.checkpoints, key=lambda c: (c.step, c.time), default=None)
+
+
+# -- The training-script contract (design.md §3): between the agent and the training processes of one node ----------
+
+
+class TrainingEnv(str, Enum):
+    """Environment variables the agent gives every training process (torchrun adds RANK, WORLD_SIZE, ...)."""
+
+    DATA_DIR = "CVMJOB_DATA_DIR"
+    CHECKPOINT_DIR = "CVMJOB_CHECKPOINT_DIR"
+    OUTPUT_DIR = "CVMJOB_OUTPUT_DIR"
+    RESUME_FROM = "CVMJOB_RESUME_FROM"  # the restored checkpoint's path; "" on a fresh start
+    JOB_ID = "CVMJOB_JOB_ID"
+    ATTEMPT = "CVMJOB_ATTEMPT"
+    CHECKPOINT_INTERVAL = "CVMJOB_CHECKPOINT_INTERVAL"  # only when the spec sets checkpoints.interval_steps
+    PROGRESS_FILE = "CVMJOB_PROGRESS_FILE"  # where rank 0 reports its step (Progress)
+
+
+# Sent by the agent to every training process: "write a checkpoint now" (a spot notice, a cancel). The launcher
+# and processes without a handler ignore it: the agent starts them with SIGUSR1 ignored.
+CHECKPOINT_SIGNAL = signal.SIGUSR1
+
+# A checkpoint is complete when an entry named ``step-<N>`` (a directory, or a file with an optional extension:
+# ``step-<N>.pt``) appears in $CVMJOB_CHECKPOINT_DIR by atomic rename; N is the last completed step. Names
+# starting with "." are work in progress and never read.
+CHECKPOINT_NAME = re.compile(r"step-(?P<step>[0-9]+)(?:\.[A-Za-z0-9_.-]+)?")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def checkpoint_step(name: str) -> int | None:
+    """The step of a complete checkpoint's name; None for anything else."""
+    match = CHECKPOINT_NAME.fullmatch(name)
+    return int(match["step"]) if match else None
+
+
+class Progress(_Model):
+    """``$CVMJOB_PROGRESS_FILE``: rank 0's last completed step, replaced by atomic rename (trainkit.report).
+
+    It feeds the heartbeat and hang detection; ``stopped`` tells the agent that the ranks agreed to stop after a
+    requested checkpoint (possibly requested by another node's agent)."""
+
+    step: int
+    loss: float | None = None
+    time: float
+    stopped: bool = False

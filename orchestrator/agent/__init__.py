@@ -1,0 +1,24 @@
+"""The agent: runs on the instance, owns its disk and processes, and talks to the controller only through
+objects under the job's COS prefix (design.md §2, orchestrator/contract.py).
+
+Invocation (by the UserData bootstrap, orchestrator/bootstrap.py; cwd = <dir>, output to <dir>/agent.log)::
+
+    PYTHONPATH=<dir>/lib python3 -m orchestrator.agent --config <dir>/agent.json --workdir <dir>
+
+Environment it reads: ``HTTP_PROXY`` (honoured for the metadata service and presigned URLs),
+``TENCENTCLOUD_EMULATOR_ROOT`` (the instance's "/" on the emulator), ``TENCENTCLOUD_EMULATOR_LOCAL_DISKS``,
+``TENCENTCLOUD_EMULATOR_GPUS`` and ``CUDA_VISIBLE_DEVICES``. Modules, one job each:
+
+attempt      the phases of one attempt on one node, the threads, the result
+cloud        credentials (sts / CVM role) and ObjectStores       metadata    the instance metadata service
+status       the heartbeat's state                               heartbeat   status.json
+logship      logs/<seq>.log                                      control     control.json (cancel)
+spot         the spot reclaim notice                             stop        cancel/preempt requests
+workdir      the workdir archive and setup commands              nvme        local NVMe for the data
+preflight    Python, torch, CUDA, disk checks                    sync        COS -> local data, incremental
+manifest     manifest.json updates, local checkpoint naming      uploader    checkpoints -> COS
+restore      latest checkpoint -> local                          launch      command -> torchrun line, env
+rendezvous   multi-node c10d endpoint via COS                    processes   child process trees
+supervisor   progress, hang, exit, graceful stop                 outputs     $CVMJOB_OUTPUT_DIR -> COS
+result       result.json                                         periodic    background ticking threads
+"""

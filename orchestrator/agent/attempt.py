@@ -1,0 +1,264 @@
+"""One attempt on one node, start to finish: the phases, the background threads, and the result.
+
+Phases: setup (workdir archive, setup commands) -> preflight -> data sync -> restore (upload checkpoints a
+previous run of this agent left behind, then fetch the manifest's latest) -> training (torchrun, supervised) ->
+uploading (checkpoints, outputs). Any phase can end the attempt (AttemptEnded) with its outcome; a cancel or a
+spot notice ends it between phases, or gracefully during training. Meanwhile four threads run: the heartbeat,
+the log shipper, the control watcher and the spot watcher.
+
+The end is always the same, in this order: final status, the last log chunk, result.json. A restarted agent
+that finds result.json (here or in COS) only finishes its upload and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.contract import AgentConfig, JobLayout, Outcome, Phase, Result, TrainingEnv
+from orchestrator.providers.tencent.errors import CloudError
+from orchestrator.spec.models import JobSpec
+
+from . import gpus, nvme, rendezvous
+from .cloud import Stores
+from .control import ControlWatcher
+from .errors import AgentTerminated, AttemptEnded
+from .heartbeat import Heartbeat
+from .launch import CommandError, Topology, shell_line, training_env
+from .logship import LogShipper
+from .metadata import Metadata
+from .outputs import upload_outputs
+from .paths import NodePaths
+from .periodic import Periodic
+from .preflight import run_preflight
+from .processes import Launched, kill_recorded
+from .restore import restore_latest
+from .result import log_tail, publish, upload_saved
+from .retry import retrying
+from .spot import SpotWatcher
+from .status import StatusBoard
+from .stop import StopSignal
+from .supervisor import Supervisor, TrainingEnd
+from .sync import DataEntry, sync_data
+from .uploader import CheckpointUploader
+from .workdir import prepare_workdir, run_setup
+
+log = logging.getLogger(__name__)
+
+PYTHON = "python3"  # the training's interpreter, as the launcher line names it (launch.shell_line)
+LOG_SHIP_POLL_SECONDS = 0.5
+CHECKPOINT_POLL_SECONDS = 1.0
+AFTER_TRAINING_UPLOAD_SECONDS = 600.0  # for checkpoints still to upload when the training has ended
+_TERMINAL_PHASE = {Outcome.SUCCEEDED: Phase.DONE, Outcome.PREEMPTED: Phase.PREEMPTED,
+                   Outcome.CANCELLED: Phase.CANCELLED}
+
+
+@dataclass(frozen=True)
+class Folders:
+    data: Path
+    checkpoints: Path
+    outputs: Path
+
+
+class Attempt:
+    def __init__(self, cfg: AgentConfig, paths: NodePaths, stores: Stores, metadata: Metadata,
+                 instance_id: str) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.stores = stores
+        self.metadata = metadata
+        self.instance_id = instance_id
+        self.layout = JobLayout(cfg.job_id, cfg.state.prefix)
+        self.state = stores.bucket(cfg.state.bucket)
+        self.board = StatusBoard(cfg.attempt, cfg.node_rank, instance_id)
+        self.stop = StopSignal()
+        self.outputs_uploaded = 0
+        self._training: Launched | None = None
+
+    # -- the whole run -------------------------------------------------------------------------------------
+    def run(self) -> int:
+        """0 once result.json is written (whatever the outcome); 143 after SIGTERM (no result: resume later)."""
+        result_key = self.layout.result(self.cfg.attempt, self.cfg.node_rank)
+        if self.paths.result.exists():
+            log.info("this attempt already ended here; making sure result.json is in COS")
+            upload_saved(self.paths.result, self.state, result_key)
+            return 0
+        if retrying("look for result.json", lambda: self.state.head(result_key)) is not None:
+            log.info("result.json for attempt %d node %d exists: nothing to do", self.cfg.attempt, self.cfg.node_rank)
+            return 0
+        heartbeat = Periodic("heartbeat", self.cfg.heartbeat_seconds,
+                             Heartbeat(self.board, self.state, self.layout.status(self.cfg.attempt, self.cfg.node_rank),
+                                       gpus.gpu_stats).tick, wake=self.board.changed)
+        shipper = LogShipper(self.paths.run_log, self.paths.logship_state, self.state,
+                             lambda seq: self.layout.log_chunk(self.cfg.attempt, self.cfg.node_rank, seq))
+        logs = Periodic("logs", LOG_SHIP_POLL_SECONDS, shipper.tick)
+        final_logs = Periodic("logs", 0, lambda: shipper.tick(final=True))  # run once, by hand, at the end
+        watchers = [
+            Periodic("control", self.cfg.heartbeat_seconds,
+                     ControlWatcher(self.state, self.layout.control(self.cfg.attempt), self.stop).tick),
+            Periodic("spot", self.cfg.preemption_poll_seconds,
+                     SpotWatcher(self.metadata, self.stop, self.board).tick),
+        ]
+        for thread in (heartbeat, logs, *watchers):
+            thread.start()
+        log.info("agent: job %s attempt %d node %d/%d on %s", self.cfg.job_id, self.cfg.attempt,
+                 self.cfg.node_rank, self.cfg.nnodes, self.instance_id)
+        try:
+            result = self._result(self._phases_or_end())
+        except AgentTerminated:
+            log.warning("SIGTERM: stopping the training; the agent resumes this attempt when it starts again")
+            if self._training is not None:
+                self._training.stop(grace=10)
+            for thread in (*watchers, heartbeat, logs):
+                thread.stop()
+            final_logs.run_once()
+            return 143
+        for thread in watchers:
+            thread.stop()
+        self.board.set_phase(_TERMINAL_PHASE.get(result.outcome, Phase.FAILED), result.reason[:500])
+        heartbeat.stop()
+        heartbeat.run_once()
+        log.info("result: %s (exit code %s): %s", result.outcome.value, result.exit_code, result.reason)
+        logs.stop()
+        result = result.model_copy(update={"log_tail": log_tail(self.paths.run_log)})
+        for _ in range(3):
+            if final_logs.run_once():
+                break
+        publish(result, self.paths.result, self.state, result_key)
+        return 0
+
+    def _phases_or_end(self) -> TrainingEnd:
+        try:
+            return self._phases()
+        except AttemptEnded as ended:
+            log.error("%s: %s", ended.outcome.value, ended.reason)
+            return TrainingEnd(ended.outcome, ended.exit_code, ended.reason)
+        except Exception as exc:
+            log.exception("agent error")
+            lines = traceback.format_exception(exc)
+            return TrainingEnd(Outcome.AGENT_ERROR, None, "".join(lines[-6:]).strip()[-2000:])
+
+    def _result(self, end: TrainingEnd) -> Result:
+        return Result(attempt=self.cfg.attempt, node_rank=self.cfg.node_rank, instance_id=self.instance_id,
+                      outcome=end.outcome, exit_code=end.exit_code, reason=end.reason, final_step=self.board.step,
+                      outputs_uploaded=self.outputs_uploaded, time=time.time())
+
+    # -- the phases ----------------------------------------------------------------------------------------
+    def _phases(self) -> TrainingEnd:
+        spec = JobSpec.model_validate(self.cfg.spec)
+        if self.paths.training_pid.exists():
+            if kill_recorded(self.paths.training_pid.read_text()):
+                log.warning("stopped the training a previous run of this agent left running")
+            self.paths.training_pid.unlink()
+
+        self.board.set_phase(Phase.SETUP)
+        folders = Folders(nvme.data_root(), self.paths.inside_workdir(spec.checkpoints.dir),
+                          self.paths.inside_workdir(spec.outputs.dir))
+        prepare_workdir(self.paths, self.state, self.cfg.workdir_archive_key)
+        run_setup(spec.setup, self.paths.workdir, self._env(spec, folders, ""), self.paths.run_log, self.stop)
+        self.stop.check()
+
+        self.board.set_phase(Phase.PREFLIGHT)
+        run_preflight(PYTHON, self._env(spec, folders, ""), self.paths.workdir, [folders.data, folders.checkpoints])
+        self.stop.check()
+
+        self.board.set_phase(Phase.SYNCING)
+        entries = [DataEntry(d.source.bucket, d.source.prefix, d.target) for d in spec.data]
+        sync_data(entries, folders.data, self.stores, self.board, self.stop)
+
+        self.board.set_phase(Phase.RESTORING)
+        uploader = CheckpointUploader(folders.checkpoints, self.stores.bucket(self.cfg.checkpoints.bucket),
+                                      self.cfg.checkpoints.prefix, spec.checkpoints.keep_last, self.cfg.attempt,
+                                      self.board)
+        resume = self._restore(uploader)
+        self.stop.check()
+
+        self.board.set_phase(Phase.TRAINING)
+        end = self._train(spec, folders, uploader, resume)
+        return self._after_training(end, uploader, folders)
+
+    def _restore(self, uploader: CheckpointUploader) -> Path | None:
+        try:
+            uploader.read_manifest()
+            # Checkpoints a previous run of this agent wrote but did not upload are newer than the manifest's.
+            uploader.drain(time.monotonic() + AFTER_TRAINING_UPLOAD_SECONDS)
+            manifest = uploader.read_manifest()
+            resume = restore_latest(manifest, uploader.store, uploader.prefix, uploader.directory)
+        except (CloudError, ValueError, OSError) as exc:
+            raise AttemptEnded(Outcome.SYNC_FAILED, f"restoring the latest checkpoint failed: {exc}") from exc
+        if resume is not None:
+            uploader.protected = resume.name
+            entry = manifest.latest()
+            self.board.set_checkpoints(0, entry.step if entry else None)
+        return resume
+
+    def _topology(self, spec: JobSpec) -> Topology:
+        train = spec.train
+        nproc = train.nproc_per_node if isinstance(train.nproc_per_node, int) else \
+            (gpus.visible_gpu_count() or train.cpu_nproc)
+        rdzv = None
+        if self.cfg.nnodes > 1:
+            key = self.layout.rendezvous(self.cfg.attempt)
+            rdzv = rendezvous.publish(self.state, key, self.metadata, self.instance_id) if self.cfg.node_rank == 0 \
+                else rendezvous.wait_for(self.state, key, self.stop)
+        return Topology(nnodes=self.cfg.nnodes, min_nodes=train.elastic_min_nodes, nproc_per_node=nproc,
+                        max_restarts=train.max_restarts, run_id=f"{self.cfg.job_id}-{self.cfg.attempt}",
+                        rendezvous=rdzv)
+
+    def _train(self, spec: JobSpec, folders: Folders, uploader: CheckpointUploader, resume: Path | None) -> TrainingEnd:
+        try:
+            line = shell_line(spec.train.command, self._topology(spec))
+        except CommandError as exc:
+            raise AttemptEnded(Outcome.TRAINING_FAILED, str(exc)) from exc
+        folders.checkpoints.mkdir(parents=True, exist_ok=True)
+        folders.outputs.mkdir(parents=True, exist_ok=True)
+        self.paths.progress.unlink(missing_ok=True)
+        log.info("training: %s (resume from %s)", line, resume or "nothing")
+        self._training = Launched(["bash", "-c", line], self.paths.workdir,
+                                  self._env(spec, folders, str(resume or "")), self.paths.run_log)
+        self.paths.training_pid.write_text(self._training.pid_record)
+        checkpoints = Periodic("checkpoints", CHECKPOINT_POLL_SECONDS, uploader.tick).start()
+        try:
+            end = Supervisor(self._training, self.paths.progress, self.board, self.stop, uploader,
+                             spec.train.hang_timeout).run()
+        finally:
+            checkpoints.stop()
+            if self._training.poll() is None:  # an agent error while supervising: leave nothing running
+                self._training.stop(grace=10)
+            self.paths.training_pid.unlink(missing_ok=True)
+        log.info("training ended: %s (exit code %s)", end.outcome.value, end.exit_code)
+        return end
+
+    def _after_training(self, end: TrainingEnd, uploader: CheckpointUploader, folders: Folders) -> TrainingEnd:
+        request = self.stop.current
+        deadline = request.deadline if request is not None else time.monotonic() + AFTER_TRAINING_UPLOAD_SECONDS
+        if end.outcome in (Outcome.SUCCEEDED, Outcome.CANCELLED):
+            self.board.set_phase(Phase.UPLOADING)
+        if not uploader.drain(deadline):
+            log.warning("some checkpoints were not uploaded in time")
+        if end.outcome in (Outcome.SUCCEEDED, Outcome.CANCELLED):
+            try:
+                self.outputs_uploaded = upload_outputs(folders.outputs, self.stores.bucket(self.cfg.outputs.bucket),
+                                                       self.cfg.outputs.prefix)
+            except (CloudError, OSError) as exc:
+                raise AttemptEnded(Outcome.AGENT_ERROR, f"{end.reason}, but uploading the outputs failed: {exc}",
+                                   exit_code=end.exit_code) from exc
+        return end
+
+    def _env(self, spec: JobSpec, folders: Folders, resume_from: str) -> dict[str, str]:
+        contract = {
+            TrainingEnv.DATA_DIR: str(folders.data),
+            TrainingEnv.CHECKPOINT_DIR: str(folders.checkpoints),
+            TrainingEnv.OUTPUT_DIR: str(folders.outputs),
+            TrainingEnv.RESUME_FROM: resume_from,
+            TrainingEnv.JOB_ID: self.cfg.job_id,
+            TrainingEnv.ATTEMPT: str(self.cfg.attempt),
+            TrainingEnv.PROGRESS_FILE: str(self.paths.progress),
+        }
+        if spec.checkpoints.interval_steps is not None:
+            contract[TrainingEnv.CHECKPOINT_INTERVAL] = str(spec.checkpoints.interval_steps)
+        return training_env(os.environ, {k.value: v for k, v in contract.items()}, spec.train.env)

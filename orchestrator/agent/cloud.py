@@ -1,0 +1,125 @@
+"""COS access for the agent: credentials that renew themselves, one SDK, one ObjectStore per bucket.
+
+Credentials (AgentConfig.cos.mode):
+- "sts": the short-lived keys in agent.json; when they near expiry the agent fetches their successor from
+  ``credentials_url`` (a presigned GET of attempts/<n>/credentials.json, which the controller rewrites).
+- "role": the CVM role's keys from the metadata service (``cam/security-credentials/<role>``), fetched again
+  before ``ExpiredTime``.
+Keys are never logged, and never passed on to the training's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import urllib.request
+
+from orchestrator.contract import AgentConfig, CredentialsDoc, TemporaryKeys
+from orchestrator.providers.tencent._sdk import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
+from orchestrator.providers.tencent.storage import ObjectStore
+
+from .metadata import Metadata
+
+log = logging.getLogger(__name__)
+
+_REFETCH_SECONDS = 30.0  # while the controller has not rotated yet, ask again at most this often
+
+
+def _static(keys: TemporaryKeys) -> tuple[StaticCredential, float]:
+    return StaticCredential(keys.secret_id, keys.secret_key, keys.token), float(keys.expires_at)
+
+
+class StsKeys:
+    """The fetch function of a RefreshingCredential in "sts" mode: agent.json's keys first, then
+    credentials.json through the presigned URL. A failed fetch keeps the current keys (the COS call then fails
+    and is retried), so a controller that is briefly late never kills the agent."""
+
+    def __init__(self, initial: TemporaryKeys, url: str | None) -> None:
+        self._current = _static(initial)
+        self._url = url
+        self._fetched_at: float | None = None
+        self._lock = threading.Lock()  # the heartbeat, log and upload threads may all find the keys stale
+
+    def __call__(self) -> tuple[StaticCredential, float]:
+        with self._lock:
+            return self._next()
+
+    def _next(self) -> tuple[StaticCredential, float]:
+        if self._fetched_at is None:
+            self._fetched_at = 0.0
+            return self._current
+        if self._url is None or time.monotonic() - self._fetched_at < _REFETCH_SECONDS:
+            return self._current
+        self._fetched_at = time.monotonic()
+        try:
+            with urllib.request.urlopen(self._url, timeout=15) as resp:  # honours HTTP_PROXY (the emulator)
+                doc = CredentialsDoc.model_validate_json(resp.read())
+        except Exception as exc:  # any failure: keep what we have, and say so without the URL (it is a secret)
+            log.warning("could not fetch new credentials (%s); keeping the current ones", type(exc).__name__)
+            return self._current
+        self._current = _static(doc.keys)
+        return self._current
+
+
+class RoleKeys:
+    """The fetch function of a RefreshingCredential in "role" mode: the CVM role's keys from the metadata."""
+
+    def __init__(self, metadata: Metadata, role_name: str | None) -> None:
+        self._metadata = metadata
+        self._role = role_name
+
+    def __call__(self) -> tuple[StaticCredential, float]:
+        if self._role is None:
+            listing = self._metadata.get("cam/security-credentials/") or ""
+            self._role = listing.split()[0] if listing.split() else None
+            if self._role is None:
+                raise RuntimeError("this instance has no CAM role (metadata cam/security-credentials/ is empty)")
+        text = self._metadata.get(f"cam/security-credentials/{self._role}")
+        if text is None:
+            raise RuntimeError(f"the metadata service has no credentials for the CAM role {self._role!r}")
+        doc = json.loads(text)
+        cred = StaticCredential(doc["TmpSecretId"], doc["TmpSecretKey"], doc["Token"])
+        return cred, float(doc["ExpiredTime"])
+
+
+def credential_for(cfg: AgentConfig, metadata: Metadata) -> CredentialSource:
+    if cfg.cos.mode == "role":
+        return RefreshingCredential(RoleKeys(metadata, cfg.cos.role_name))
+    if cfg.keys is None:
+        raise ValueError("agent.json: cos.mode is 'sts' but no keys were given")
+    return RefreshingCredential(StsKeys(cfg.keys, cfg.credentials_url))
+
+
+def bypass_proxy_for(endpoint: str) -> None:
+    """On the emulator the instance's HTTP_PROXY is for metadata and presigned URLs; the SDKs must reach the
+    COS endpoint directly, and the Tencent SDK matches NO_PROXY against "host:port" as a substring
+    (shared/reference/client-recipes.md §2.6), so both forms go in."""
+    host = endpoint.rsplit(":", 1)[0]
+    for name in ("NO_PROXY", "no_proxy"):
+        entries = [e for e in os.environ.get(name, "").split(",") if e]
+        os.environ[name] = ",".join([*entries, *(e for e in (host, endpoint) if e not in entries)])
+
+
+class Stores:
+    """ObjectStores over one SDK, by bucket (the state bucket, and data/checkpoint/output buckets)."""
+
+    def __init__(self, sdk: TencentSdk) -> None:
+        self.sdk = sdk
+        self._stores: dict[str, ObjectStore] = {}
+        self._lock = threading.Lock()
+
+    def bucket(self, name: str) -> ObjectStore:
+        with self._lock:
+            if name not in self._stores:
+                self._stores[name] = ObjectStore(self.sdk, name, threads=4)
+            return self._stores[name]
+
+
+def connect(cfg: AgentConfig, metadata: Metadata) -> Stores:
+    if cfg.cos.endpoint is not None:
+        bypass_proxy_for(cfg.cos.endpoint)
+    sdk = TencentSdk(credential_for(cfg, metadata), cfg.cos.region, endpoint=cfg.cos.endpoint, appid=cfg.cos.appid)
+    return Stores(sdk)

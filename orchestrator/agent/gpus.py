@@ -1,0 +1,120 @@
+"""The node's GPUs: how many (for nproc_per_node=auto and preflight), the driver's CUDA version, and live
+utilisation for the heartbeat.
+
+On the emulator ``TENCENTCLOUD_EMULATOR_GPUS`` says "cpu-only" or lists the host GPUs the instance got (also in
+CUDA_VISIBLE_DEVICES). On Tencent Cloud ``nvidia-smi`` is the source; an instance without it has no GPUs, but
+one where it exists and fails has a broken driver, which is an error rather than "CPU-only".
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shutil
+import subprocess
+from typing import Any
+
+from orchestrator.contract import GpuStat
+
+CPU_ONLY = "cpu-only"
+
+
+class GpuProbeError(Exception):
+    pass
+
+
+def _nvidia_smi(*args: str) -> str | None:
+    """nvidia-smi's output; None when it is not installed."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        done = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise GpuProbeError(f"nvidia-smi failed: {exc}") from exc
+    if done.returncode != 0:
+        raise GpuProbeError(f"nvidia-smi exited with {done.returncode}: {(done.stderr or done.stdout).strip()}")
+    return done.stdout
+
+
+def _emulated_gpus() -> list[str] | None:
+    """The emulator's GPU list for this instance; None off the emulator."""
+    value = os.environ.get("TENCENTCLOUD_EMULATOR_GPUS")
+    if value is None:
+        return None
+    return [] if value.strip() == CPU_ONLY else [g for g in value.split(",") if g.strip()]
+
+
+def visible_gpu_count() -> int:
+    emulated = _emulated_gpus()
+    if emulated is not None:
+        return len(emulated)
+    listing = _nvidia_smi("-L")
+    if listing is None:
+        return 0
+    count = sum(1 for line in listing.splitlines() if line.startswith("GPU "))
+    visible = _visible_indices()
+    return min(count, len(visible)) if visible is not None else count
+
+
+def _visible_indices() -> list[int] | None:
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", value):
+        return None
+    return [int(v) for v in value.split(",")]
+
+
+def driver_cuda_version() -> tuple[int, int] | None:
+    """The highest CUDA version the driver supports ("CUDA Version: 12.4" in nvidia-smi's header)."""
+    header = _nvidia_smi()
+    match = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", header or "")
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def gpu_stats() -> list[GpuStat]:
+    """Utilisation and memory of the visible GPUs; [] when there are none or they cannot be read."""
+    if _emulated_gpus() == []:
+        return []
+    try:
+        stats = _nvml_stats()
+        if stats is None:
+            stats = _smi_stats()
+    except (GpuProbeError, OSError):
+        return []
+    visible = _visible_indices()
+    return [s for s in stats if visible is None or s.index in visible]
+
+
+def _nvml_stats() -> list[GpuStat] | None:
+    try:
+        nvml: Any = importlib.import_module("pynvml")  # optional: a richer, cheaper source than nvidia-smi
+    except ImportError:
+        return None
+    try:
+        nvml.nvmlInit()
+    except Exception:  # pynvml raises its own NVMLError classes; no usable driver here
+        return None
+    try:
+        stats = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            util = nvml.nvmlDeviceGetUtilizationRates(handle)
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+            stats.append(GpuStat(index=index, utilization=float(util.gpu), memory_used_mib=memory.used / 2**20))
+        return stats
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _smi_stats() -> list[GpuStat]:
+    out = _nvidia_smi("--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits")
+    stats = []
+    for line in (out or "").splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 3 and fields[0].isdigit():
+            try:
+                stats.append(GpuStat(index=int(fields[0]), utilization=float(fields[1]),
+                                     memory_used_mib=float(fields[2])))
+            except ValueError:  # "[N/A]" on some boards
+                continue
+    return stats

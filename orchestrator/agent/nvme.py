@@ -1,0 +1,95 @@
+"""Where synced data lives: the first local NVMe disk when the instance has one, else the system disk.
+
+- Emulator: ``TENCENTCLOUD_EMULATOR_LOCAL_DISKS`` lists the instance's local disks as folders (maybe none).
+- Tencent Cloud: an already-mounted ``/dev/nvme*n1`` is used as it is. Otherwise, only when running as root, the
+  first whole NVMe namespace that carries no partition, no filesystem and no mount is formatted (ext4, label
+  ``cvmjob-nvme``) and mounted at /mnt/cvmjob-nvme; after a reboot a disk with that label is mounted again
+  without formatting. Anything else (not root, no device, a device in use, a missing tool, a failing command)
+  means "no local NVMe": the data goes to the system disk and the reason is logged.
+Only the first disk is used; striping several is left for later.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from .paths import instance_root
+
+log = logging.getLogger(__name__)
+
+LABEL = "cvmjob-nvme"
+MOUNT_POINT = Path("/mnt/cvmjob-nvme")
+_NVME_DEVICE = re.compile(r"/dev/nvme[0-9]+n[0-9]+(p[0-9]+)?")
+
+
+def data_root() -> Path:
+    """The folder all data targets live under (data outlives attempts on the same instance)."""
+    disk = local_nvme()
+    return disk / "cvmjob" / "data" if disk is not None else instance_root() / "opt" / "cvmjob" / "data"
+
+
+def local_nvme() -> Path | None:
+    emulated = os.environ.get("TENCENTCLOUD_EMULATOR_LOCAL_DISKS")
+    if emulated is not None:
+        first = next((d.strip() for d in emulated.split(",") if d.strip()), None)
+        return Path(first) if first else None
+    mounts = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
+    return mounted_nvme(mounts) or _prepare_unused_nvme(mounts)
+
+
+def _unescape(field: str) -> str:
+    """/proc/mounts writes spaces and a few other characters as octal escapes (\\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def mounted_nvme(mounts: str) -> Path | None:
+    """The mount point of the first mounted NVMe device that is not the root or boot filesystem."""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 2 or not _NVME_DEVICE.fullmatch(fields[0]):
+            continue
+        point = _unescape(fields[1])
+        if point != "/" and not point.startswith("/boot"):
+            return Path(point)
+    return None
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+
+
+def _prepare_unused_nvme(mounts: str) -> Path | None:
+    if os.geteuid() != 0:
+        return None
+    devices = sorted(p for p in Path("/dev").glob("nvme*n1") if _NVME_DEVICE.fullmatch(str(p)))
+    mounted = {line.split()[0] for line in mounts.splitlines() if line.split()}
+    try:
+        for device in devices:
+            name = device.name
+            if str(device) in mounted or any(Path("/sys/block", name).glob(f"{name}p*")):
+                continue  # mounted, or partitioned: someone else's disk
+            probe = _run("blkid", "-p", "-o", "value", "-s", "LABEL", str(device))
+            if probe.returncode == 0 and probe.stdout.strip() != LABEL:
+                continue  # a filesystem (or RAID/LVM member) that is not ours
+            if probe.returncode not in (0, 2):  # 2: no signature found
+                continue
+            if probe.returncode == 2:
+                made = _run("mkfs.ext4", "-q", "-F", "-L", LABEL, "-E", "lazy_itable_init=1,lazy_journal_init=1",
+                            str(device))
+                if made.returncode != 0:
+                    log.warning("local NVMe: mkfs.ext4 %s failed: %s", device, made.stderr.strip())
+                    return None
+            MOUNT_POINT.mkdir(parents=True, exist_ok=True)
+            mount = _run("mount", "-o", "noatime", str(device), str(MOUNT_POINT))
+            if mount.returncode != 0:
+                log.warning("local NVMe: mount %s failed: %s", device, mount.stderr.strip())
+                return None
+            log.info("local NVMe: %s mounted at %s", device, MOUNT_POINT)
+            return MOUNT_POINT
+    except (OSError, subprocess.SubprocessError) as exc:  # a missing blkid/mkfs/mount: no NVMe, not an error
+        log.warning("local NVMe: not prepared (%s)", exc)
+    return None

@@ -1,0 +1,81 @@
+"""Where things live on the instance.
+
+The bootstrap gives the agent one folder per attempt and node (``--workdir``, e.g.
+``$ROOT/opt/cvmjob/<job>/a<attempt>-n<node>``); everything the agent writes lives there, except the synced
+data, which outlives attempts on the same instance (nvme.data_root). ROOT is "/" on Tencent Cloud and the
+sandbox's system-disk folder on the emulator.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+
+def instance_root() -> Path:
+    return Path(os.environ.get("TENCENTCLOUD_EMULATOR_ROOT") or "/")
+
+
+def on_emulator() -> bool:
+    return "TENCENTCLOUD_EMULATOR_ROOT" in os.environ
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    home: Path
+
+    @property
+    def workdir(self) -> Path:
+        """The extracted workdir archive: setup and training run here."""
+        return self.home / "workdir"
+
+    @property
+    def archive(self) -> Path:
+        return self.home / "workdir.tar.gz"
+
+    @property
+    def archive_marker(self) -> Path:
+        """The ETag of the archive extracted into workdir: a restarted agent does not extract it again."""
+        return self.home / "workdir.etag"
+
+    @property
+    def run_log(self) -> Path:
+        """The agent's log, setup output and training output: the file shipped to logs/<seq>.log."""
+        return self.home / "run.log"
+
+    @property
+    def logship_state(self) -> Path:
+        return self.home / "logship.json"
+
+    @property
+    def progress(self) -> Path:
+        return self.home / "progress.json"
+
+    @property
+    def result(self) -> Path:
+        """A local copy of result.json: written before the upload, so a restart can finish the upload."""
+        return self.home / "result.json"
+
+    @property
+    def training_pid(self) -> Path:
+        return self.home / "training.pid"
+
+    def inside_workdir(self, relative: str) -> Path:
+        """The spec's checkpoints.dir / outputs.dir: relative to the workdir (the spec forbids '..')."""
+        return self.workdir / relative
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def stays_inside(relative: str) -> bool:
+    """True when the '/'-separated path, joined to a folder, cannot leave it (archives, object keys)."""
+    path = PurePosixPath(relative)
+    return bool(relative) and not path.is_absolute() and ".." not in path.parts

@@ -1,0 +1,59 @@
+"""The agent's state as the heartbeat reports it: written by the phases and threads, read by the heartbeat."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from orchestrator.contract import GpuStat, Phase, Status
+
+
+class StatusBoard:
+    def __init__(self, attempt: int, node_rank: int, instance_id: str) -> None:
+        self._lock = threading.Lock()
+        self._status = Status(attempt=attempt, node_rank=node_rank, instance_id=instance_id,
+                              phase=Phase.STARTING, time=time.time(), seq=0)
+        self.changed = threading.Event()  # a phase change is worth a heartbeat now, not at the next beat
+
+    def _update(self, wake: bool = False, **fields: object) -> None:
+        with self._lock:
+            self._status = self._status.model_copy(update=fields)
+        if wake:
+            self.changed.set()
+
+    def set_phase(self, phase: Phase, message: str = "") -> None:
+        self._update(wake=True, phase=phase, message=message)
+
+    @property
+    def phase(self) -> Phase:
+        with self._lock:
+            return self._status.phase
+
+    def set_progress(self, step: int, loss: float | None) -> None:
+        self._update(step=step, loss=loss)
+
+    @property
+    def step(self) -> int | None:
+        with self._lock:
+            return self._status.step
+
+    def set_sync(self, done: int, total: int) -> None:
+        self._update(sync_bytes_done=done, sync_bytes_total=total)
+
+    def add_sync_done(self, nbytes: int) -> None:
+        with self._lock:
+            self._status = self._status.model_copy(
+                update={"sync_bytes_done": self._status.sync_bytes_done + nbytes})
+
+    def set_checkpoints(self, uploaded: int, latest_step: int | None) -> None:
+        self._update(wake=True, checkpoints_uploaded=uploaded, latest_checkpoint_step=latest_step)
+
+    def set_notice(self, notice_time: str) -> None:
+        self._update(wake=True, notice_time=notice_time)
+
+    def snapshot(self, gpus: list[GpuStat]) -> Status:
+        """The next heartbeat: a new seq, the current time and GPU figures."""
+        with self._lock:
+            self._status = self._status.model_copy(
+                update={"seq": self._status.seq + 1, "time": time.time(), "gpus": gpus})
+            return self._status

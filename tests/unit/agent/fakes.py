@@ -1,0 +1,75 @@
+"""An in-memory ObjectStore with the methods the agent uses, for tests that need no emulator."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from orchestrator.providers.tencent import errors
+from orchestrator.providers.tencent.storage import ObjectInfo, Progress, crc64
+
+
+class MemoryStore:
+    def __init__(self, bucket: str = "state-1250000000") -> None:
+        self.bucket = bucket
+        self.objects: dict[str, bytes] = {}
+        self.puts: list[str] = []  # keys in the order they were written
+        self.fail_next: list[errors.CloudError] = []  # raised by the next puts, one each
+
+    def _info(self, key: str) -> ObjectInfo:
+        data = self.objects[key]
+        return ObjectInfo(key, len(data), hashlib.md5(data).hexdigest(), crc64(data))
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return self._info(key) if key in self.objects else None
+
+    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> ObjectInfo:
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        self.objects[key] = bytes(data)
+        self.puts.append(key)
+        return self._info(key)
+
+    def put_json(self, key: str, value: Any) -> ObjectInfo:
+        return self.put_bytes(key, json.dumps(value, sort_keys=True).encode())
+
+    def get_bytes(self, key: str) -> bytes | None:
+        return self.objects.get(key)
+
+    def get_json(self, key: str) -> Any:
+        data = self.get_bytes(key)
+        return None if data is None else json.loads(data)
+
+    def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        for key in sorted(self.objects):
+            if key.startswith(prefix):
+                yield self._info(key)
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            self.objects.pop(key, None)
+
+    def upload_file(self, path: Path, key: str, progress: Progress | None = None) -> ObjectInfo:
+        return self.put_bytes(key, path.read_bytes())
+
+    def download_file(self, key: str, dest: Path, progress: Progress | None = None) -> ObjectInfo:
+        if key not in self.objects:
+            raise errors.NotFoundError("NoSuchKey", key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(self.objects[key])
+        if progress:
+            progress(len(self.objects[key]))
+        return self._info(key)
+
+
+class MemoryStores:
+    """Stores: one MemoryStore per bucket."""
+
+    def __init__(self) -> None:
+        self.stores: dict[str, MemoryStore] = {}
+
+    def bucket(self, name: str) -> MemoryStore:
+        return self.stores.setdefault(name, MemoryStore(name))
