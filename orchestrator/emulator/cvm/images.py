@@ -136,19 +136,15 @@ class Images:
             thread.join()
 
     def reset(self) -> None:
-        jobs = list(self._jobs.values())
+        """Captures finish first (a copy still running would recreate its directory in the new root)."""
+        for job in self._jobs.values():
+            job.join()
         self.records.clear()
         self._jobs.clear()
         trash = self.root.with_name(f".{self.root.name}-deleted-{uuid.uuid4().hex[:8]}")
         self.root.rename(trash)
         self.root.mkdir(parents=True, exist_ok=True)
-
-        def wipe() -> None:
-            for job in jobs:
-                job.join()
-            shutil.rmtree(trash, ignore_errors=True)
-
-        self._spawn(wipe)
+        self._spawn(lambda: shutil.rmtree(trash, ignore_errors=True))
 
     def to_state(self) -> list[dict[str, Any]]:
         return [dump(i) for i in self.records.values()]

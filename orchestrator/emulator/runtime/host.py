@@ -131,9 +131,11 @@ class Host:
         self._cleanups.clear()
 
     def reset(self) -> None:
-        """A new account: every instance dies at once and every sandbox goes, without waiting for either."""
+        """A new account: every instance dies at once and every sandbox goes. Disk copies finish first (a copy
+        still running would recreate its directory in the new root); the deletion runs in the background."""
+        for job in self._copies.values():
+            job.join()
         groups = [*self._groups.values(), *self._released.values()]
-        copies = list(self._copies.values())
         self._groups.clear()
         self._released.clear()
         self._copies.clear()
@@ -144,7 +146,7 @@ class Host:
         self.root.mkdir(parents=True, exist_ok=True)
         for group in groups:
             group.kill(0)
-        self._in_background(self._wipe, groups, copies, trash)
+        self._in_background(self._wipe, groups, trash)
 
     # -- background work ---------------------------------------------------------------------------------
     def _in_background(self, target: Callable[..., None], *args: Any) -> None:
@@ -163,10 +165,8 @@ class Host:
         shutil.rmtree(path, ignore_errors=True)
 
     @staticmethod
-    def _wipe(groups: list[ProcessGroup], copies: list[CopyJob], trash: Path | None) -> None:
+    def _wipe(groups: list[ProcessGroup], trash: Path | None) -> None:
         for group in groups:
             group.join()
-        for job in copies:
-            job.join()
         if trash is not None:
             shutil.rmtree(trash, ignore_errors=True)
