@@ -254,3 +254,22 @@ def test_one_gigabyte_object_keeps_memory_bounded(
     assert rss.peak_kib > 0
     assert rss.peak_kib < 300 * 1024, f"emulator RSS peaked at {rss.peak_kib // 1024} MiB"
     assert file_md5(dst) == file_md5(src)
+
+
+def test_a_reader_keeps_the_object_it_started_with(cos: CosS3Client, bucket: str, emulator: EmulatorProcess) -> None:
+    """A GET in flight still sends the parts of the object it looked up while that object is overwritten and
+    deleted; the old files go once it is done."""
+    parts = [b"1" * MiB, b"2" * MiB]
+    upload_id = cos.create_multipart_upload(Bucket=bucket, Key="k")["UploadId"]
+    complete(cos, bucket, "k", upload_id, upload_parts(cos, bucket, "k", upload_id, parts))
+    emulator.admin.inject_cos("slow_body", operation="GetObject", bytes_per_second=8 * MiB)
+    stream = cos.get_object(Bucket=bucket, Key="k")["Body"].get_raw_stream()
+    head = stream.read(1000)
+    cos.put_object(Bucket=bucket, Key="k", Body=b"replacement")
+    cos.delete_object(Bucket=bucket, Key="k")
+    assert head + stream.read() == b"".join(parts)
+    data_files = emulator.state_dir / "cos" / "data"
+    deadline = time.monotonic() + 5
+    while any(data_files.iterdir()) and time.monotonic() < deadline:  # the GET's handler ends just after its bytes
+        time.sleep(0.01)
+    assert not any(data_files.iterdir())

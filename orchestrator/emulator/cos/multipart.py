@@ -2,23 +2,22 @@
 (doc 436/7746, 7750, 7742, 7740, 7747, 7736).
 
 A multipart object's ETag is the MD5 of its parts' binary MD5s followed by ``-<parts>`` (doc 436/43863 example),
-its CRC-64 the parts' CRCs combined; Complete concatenates the part files once, in a worker thread.
+its CRC-64 the parts' CRCs combined, its bytes the part files themselves: Complete reads and copies nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 
 from aiohttp import web
 
 from ..errors import CosError
-from . import crc64, transfer, wire
+from . import crc64, wire
 from .call import Call
 from .listing import paginate
 from .objects import receive_body, stored_headers
-from .storage import Body, Part, Upload, operation_aborted
+from .storage import Part, Segment, StoredObject, Upload
 
 MAX_PART_NUMBER = 10_000
 # Every part but the last is at least 1 MB (doc 436/7750); the SDKs' smallest PartSize is 1 MiB.
@@ -27,12 +26,8 @@ MAX_LISTED = 1000
 
 
 def _upload(call: Call) -> Upload:
-    """The upload named by ``uploadId``, open for changes."""
     call.bucket()
-    upload = call.store.upload(call.bucket_name, call.key, call.param("uploadId"))
-    if upload.upload_id in call.store.completing:
-        raise operation_aborted()
-    return upload
+    return call.store.upload(call.bucket_name, call.key, call.param("uploadId"))
 
 
 async def initiate(call: Call) -> web.StreamResponse:
@@ -54,7 +49,7 @@ async def upload_part(call: Call) -> web.StreamResponse:
     number = call.int_param("partNumber", 0, 1, MAX_PART_NUMBER)
     upload = _upload(call)
     body = await receive_body(call)
-    part = call.store.commit_part(upload, number, body, call.now)
+    part = call.store.put_part(upload, number, body, call.now)
     return call.empty(headers={"ETag": part.etag, "x-cos-hash-crc64ecma": str(part.crc64)})
 
 
@@ -82,45 +77,41 @@ def _requested_parts(call: Call, listed: list[tuple[str | None, str | None]], up
 
 
 async def complete(call: Call) -> web.StreamResponse:
-    upload = _upload(call)
     root = await call.read_xml()
+    # No await from here on: the upload checked is the upload committed.
+    bucket = call.bucket()
+    upload = _upload(call)
     listed = [(wire.child_text(p, "PartNumber"), wire.child_text(p, "ETag")) for p in wire.children(root, "Part")]
     parts = _requested_parts(call, listed, upload)
     digest = hashlib.md5(b"".join(bytes.fromhex(p.etag.strip('"')) for p in parts)).hexdigest()
     crc = 0
     for part in parts:
         crc = crc64.combine(crc, part.crc64, part.size)
-    call.store.completing.add(upload.upload_id)
-    try:
-        temp = call.store.new_temp()
-        await asyncio.to_thread(transfer.assemble, [call.store.data_path(p.data) for p in parts], temp)
-        body = Body(temp, sum(p.size for p in parts), f'"{digest}-{len(parts)}"', crc)
-        obj = call.store.commit_object(call.bucket(), call.key, body, upload.headers, call.now)
-        call.store.finish_upload(upload.upload_id)
-    finally:
-        call.store.completing.discard(upload.upload_id)
+    obj = StoredObject(
+        key=call.key,
+        size=sum(p.size for p in parts),
+        etag=f'"{digest}-{len(parts)}"',
+        modified=call.now,
+        crc64=str(crc),
+        headers=upload.headers,
+        segments=tuple(Segment(p.data, p.size) for p in parts),
+    )
+    call.store.complete_upload(bucket, upload, obj)
     response = call.xml(
         "CompleteMultipartUploadResult",
-        [
-            ("Location", call.location(call.key)),
-            ("Bucket", call.bucket_name),
-            ("Key", call.key),
-            ("ETag", obj.etag),
-        ],
+        [("Location", call.location(call.key)), ("Bucket", call.bucket_name), ("Key", call.key), ("ETag", obj.etag)],
     )
     response.headers["x-cos-hash-crc64ecma"] = obj.crc64
     return response
 
 
 async def abort(call: Call) -> web.StreamResponse:
-    upload = _upload(call)
-    call.store.finish_upload(upload.upload_id)
+    call.store.abort_upload(_upload(call).upload_id)
     return call.empty(204)
 
 
 async def list_parts(call: Call) -> web.StreamResponse:
-    call.bucket()
-    upload = call.store.upload(call.bucket_name, call.key, call.param("uploadId"))
+    upload = _upload(call)
     max_parts = call.int_param("max-parts", MAX_LISTED, 1, MAX_LISTED)
     marker = call.int_param("part-number-marker", 0, 0, MAX_PART_NUMBER)
     parts = call.store.parts(upload.upload_id, after=marker, limit=max_parts + 1)

@@ -46,7 +46,7 @@ async def receive_body(call: Call) -> Body:
     if (call.request.content_length or 0) > MAX_PUT_BYTES:
         raise CosError(400, "EntityTooLarge", f"A single upload takes at most {MAX_PUT_BYTES} bytes.")
     expected = call.content_md5()
-    body = await transfer.receive(call.request, call.store.new_temp(), call.fault)
+    body = await transfer.receive(call.request, call.store.new_data_path(), call.fault)
     if expected is not None and body.etag.strip('"') != expected.hex():
         body.path.unlink()
         raise bad_digest()
@@ -67,7 +67,7 @@ def _object_headers(obj: StoredObject) -> dict[str, str]:
 async def put_object(call: Call) -> web.StreamResponse:
     bucket = call.bucket()
     body = await receive_body(call)
-    obj = call.store.commit_object(bucket, call.key, body, stored_headers(call.request), call.now)
+    obj = call.store.put_object(bucket, call.key, body, stored_headers(call.request), call.now)
     return call.empty(headers={"ETag": obj.etag, "x-cos-hash-crc64ecma": obj.crc64})
 
 
@@ -82,12 +82,9 @@ async def get_object(call: Call) -> web.StreamResponse:
     )
     if span is not None:
         headers["Content-Range"] = f"bytes {first}-{last}/{obj.size}"
-    response = web.StreamResponse(status=206 if span is not None else 200, headers=headers)
-    response.content_length = last - first + 1
-    # Opened before the first await: the bytes sent are those of the object just looked up, whatever
-    # overwrite or delete commits meanwhile (both replace or unlink the file, never rewrite it).
-    with call.store.data_path(obj.data).open("rb") as file:
-        return await transfer.send(call.request, response, file, first, last - first + 1, call.fault)
+    pieces = [(call.store.data_path(data), offset, count) for data, offset, count in obj.pieces(first, last)]
+    with call.store.reading(obj):  # the bytes sent are this object's, whatever commits meanwhile
+        return await transfer.send(call.request, 206 if span is not None else 200, headers, pieces, call.fault)
 
 
 async def head_object(call: Call) -> web.StreamResponse:

@@ -1,13 +1,16 @@
 """Buckets, objects and multipart uploads: data files on disk, metadata in SQLite. No HTTP here.
 
 Layout under the COS root (``<state-dir>/cos``): ``cos.sqlite3`` (WAL) holds every record; ``data/<uuid>`` holds
-each object's and each uploaded part's bytes; ``tmp/`` holds bodies still being received. A body is written to
-``tmp/``, renamed into ``data/`` and only then committed to the database, so a crash leaves at worst an
-unreferenced file, swept at the next start. A data file is never rewritten: an overwrite commits a new file and
-unlinks the old one, so a reader that opened the old file keeps reading the old bytes.
+the bytes of each uploaded body, a PUT object or one part. A body is written to a fresh file and committed to the
+database once complete, so a crash leaves at worst a file no record names, swept at the next start.
 
-Every method runs on the server's event-loop thread (the single-writer rule of cloud.py); only the byte copying of
-transfer.py runs in worker threads, on files this module has handed out.
+An object is a sequence of segments, data files read one after another: one for a PUT, the parts for a multipart
+upload, which Complete adopts as they are instead of copying gigabytes. Data files are never rewritten: an
+overwrite or delete commits, then drops the old files; a file that a GET is still sending is dropped when that GET
+releases it, so readers always see the whole of the object they looked up.
+
+Every method runs on the server's event-loop thread (the single-writer rule of cloud.py); transfer.py reads and
+writes the files this module hands out, in worker threads or the kernel.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import shutil
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +33,7 @@ CREATE TABLE IF NOT EXISTS buckets (
 );
 CREATE TABLE IF NOT EXISTS objects (
     bucket TEXT NOT NULL, key TEXT NOT NULL, size INTEGER NOT NULL, etag TEXT NOT NULL, crc64 TEXT NOT NULL,
-    modified REAL NOT NULL, headers TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (bucket, key)
+    modified REAL NOT NULL, headers TEXT NOT NULL, segments TEXT NOT NULL, PRIMARY KEY (bucket, key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS uploads (
     upload_id TEXT PRIMARY KEY, bucket TEXT NOT NULL, key TEXT NOT NULL, initiated REAL NOT NULL,
@@ -52,7 +56,7 @@ class Bucket:
 
 @dataclass(frozen=True)
 class Body:
-    """A received body, written to ``tmp/`` by transfer.py: its file and digests."""
+    """A received body, written under data/ by transfer.py but not yet part of any record: its file and digests."""
 
     path: Path
     size: int
@@ -61,14 +65,38 @@ class Body:
 
 
 @dataclass(frozen=True)
-class StoredObject:
+class Segment:
+    data: str  # a file name under data/
+    size: int
+
+
+@dataclass(frozen=True)
+class Listed:
+    """An object as listings show it."""
+
     key: str
     size: int
     etag: str
-    crc64: str  # decimal, as in x-cos-hash-crc64ecma (SQLite integers are signed 64-bit)
     modified: float
+
+
+@dataclass(frozen=True)
+class StoredObject(Listed):
+    crc64: str  # decimal, as in x-cos-hash-crc64ecma (SQLite integers are signed 64-bit)
     headers: dict[str, str]  # Content-Type, x-cos-meta-*, ... as given at upload
-    data: str
+    segments: tuple[Segment, ...]
+
+    def pieces(self, first: int, last: int) -> list[tuple[str, int, int]]:
+        """The (data file, offset, count) runs that hold bytes ``first..last`` (inclusive)."""
+        runs = []
+        start = 0
+        for segment in self.segments:
+            end = start + segment.size  # this segment holds start..end-1
+            if end > first and start <= last:
+                offset = max(first, start) - start
+                runs.append((segment.data, offset, min(last + 1, end) - start - offset))
+            start = end
+        return runs
 
 
 @dataclass(frozen=True)
@@ -113,16 +141,14 @@ class Store:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.data_dir = root / "data"
-        self.tmp_dir = root / "tmp"
-        # Uploads whose parts are being assembled: their parts must not change underneath.
-        self.completing: set[str] = set()
+        self._readers: dict[str, int] = {}  # data file -> GETs sending it
+        self._dropped: set[str] = set()  # data files no record needs, kept until their last reader is done
         self._db = self._open()
         self._sweep()
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
         path = self.root / "cos.sqlite3"
         # One connection, used only from the event-loop thread (module docstring).
         db = sqlite3.connect(path, check_same_thread=False)
@@ -137,10 +163,10 @@ class Store:
         return db
 
     def _sweep(self) -> None:
-        """Drop bodies of requests that never completed and data files no record points at."""
-        for leftover in self.tmp_dir.iterdir():
-            leftover.unlink()
-        referenced = {row[0] for row in self._db.execute("SELECT data FROM objects UNION ALL SELECT data FROM parts")}
+        """Drop data files no record names: bodies of requests that never completed, files dropped too late."""
+        referenced = {data for (data,) in self._db.execute("SELECT data FROM parts")}
+        for (segments,) in self._db.execute("SELECT segments FROM objects"):
+            referenced.update(segment.data for segment in _segments(segments))
         for path in self.data_dir.iterdir():
             if path.name not in referenced:
                 path.unlink()
@@ -148,31 +174,52 @@ class Store:
     def reset(self) -> None:
         self._db.close()
         shutil.rmtree(self.root, ignore_errors=True)
-        self.completing.clear()
+        self._readers.clear()
+        self._dropped.clear()
         self._db = self._open()
 
     def close(self) -> None:
         self._db.close()
 
-    def new_temp(self) -> Path:
-        return self.tmp_dir / uuid.uuid4().hex
+    def new_data_path(self) -> Path:
+        return self.data_dir / uuid.uuid4().hex
 
     def data_path(self, name: str) -> Path:
         return self.data_dir / name
 
     def _adopt(self, body: Body, still_wanted: Callable[[], object]) -> str:
-        """Move a received body into data/ once ``still_wanted`` confirms (by not raising) that its bucket or
-        upload survived the transfer; return its data name. The temporary file never outlives this call."""
+        """A received body's data name, once ``still_wanted`` confirms (by not raising) that its bucket or upload
+        survived the transfer; otherwise the body's file is removed."""
         try:
             still_wanted()
-            body.path.rename(self.data_dir / body.path.name)
-        finally:
+        except BaseException:
             body.path.unlink(missing_ok=True)
+            raise
         return body.path.name
 
-    def _discard(self, names: list[str]) -> None:
+    def _drop(self, names: list[str]) -> None:
         for name in names:
-            (self.data_dir / name).unlink(missing_ok=True)
+            if name in self._readers:
+                self._dropped.add(name)
+            else:
+                (self.data_dir / name).unlink(missing_ok=True)
+
+    @contextmanager
+    def reading(self, obj: StoredObject) -> Iterator[None]:
+        """Keep the object's data files while a GET sends them, whatever commits meanwhile."""
+        names = [segment.data for segment in obj.segments]
+        for name in names:
+            self._readers[name] = self._readers.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            for name in names:
+                left = self._readers.pop(name, 1) - 1
+                if left > 0:
+                    self._readers[name] = left
+                elif name in self._dropped:
+                    self._dropped.discard(name)
+                    self._drop([name])
 
     # -- buckets ---------------------------------------------------------------------------------------
     def create_bucket(self, name: str, region: str, now: float) -> None:
@@ -198,51 +245,61 @@ class Store:
         if self._db.execute("SELECT 1 FROM objects WHERE bucket = ? LIMIT 1", (name,)).fetchone():
             raise CosError(409, "BucketNotEmpty", "The bucket you tried to delete is not empty.")
         for (upload_id,) in self._db.execute("SELECT upload_id FROM uploads WHERE bucket = ?", (name,)).fetchall():
-            self.finish_upload(upload_id)
+            self.abort_upload(upload_id)
         with self._db:
             self._db.execute("DELETE FROM buckets WHERE name = ?", (name,))
 
     # -- objects ---------------------------------------------------------------------------------------
     def head(self, bucket: str, key: str) -> StoredObject:
         row = self._db.execute(
-            "SELECT key, size, etag, crc64, modified, headers, data FROM objects WHERE bucket = ? AND key = ?",
+            "SELECT key, size, etag, modified, crc64, headers, segments FROM objects WHERE bucket = ? AND key = ?",
             (bucket, key),
         ).fetchone()
         if row is None:
             raise CosError(404, "NoSuchKey", "The specified key does not exist.")
-        return _object(row)
+        key, size, etag, modified, crc, headers, segments = row
+        return StoredObject(key, size, etag, modified, crc, json.loads(headers), _segments(segments))
 
-    def commit_object(self, bucket: Bucket, key: str, body: Body, headers: dict[str, str], now: float) -> StoredObject:
+    def put_object(self, bucket: Bucket, key: str, body: Body, headers: dict[str, str], now: float) -> StoredObject:
         name = self._adopt(body, lambda: self.bucket(bucket.name, bucket.region))
-        old = self._db.execute("SELECT data FROM objects WHERE bucket = ? AND key = ?", (bucket.name, key)).fetchone()
+        obj = StoredObject(key, body.size, body.etag, now, str(body.crc64), headers, (Segment(name, body.size),))
         with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO objects (bucket, key, size, etag, crc64, modified, headers, data)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (bucket.name, key, body.size, body.etag, str(body.crc64), now, json.dumps(headers), name),
-            )
+            self._commit_object(bucket.name, obj)
+        return obj
+
+    def _commit_object(self, bucket: str, obj: StoredObject) -> None:
+        """Insert or replace an object, inside the caller's transaction; the replaced one's files go."""
+        old = self._db.execute(
+            "SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, obj.key)
+        ).fetchone()
+        self._db.execute(
+            "INSERT OR REPLACE INTO objects (bucket, key, size, etag, crc64, modified, headers, segments)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                bucket, obj.key, obj.size, obj.etag, obj.crc64, obj.modified, json.dumps(obj.headers),
+                json.dumps([[s.data, s.size] for s in obj.segments]),
+            ),
+        )  # fmt: skip
         if old:
-            self._discard([old[0]])
-        return StoredObject(key, body.size, body.etag, str(body.crc64), now, headers, name)
+            self._drop([segment.data for segment in _segments(old[0])])
 
     def delete_object(self, bucket: str, key: str) -> None:
-        row = self._db.execute("SELECT data FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
+        row = self._db.execute("SELECT segments FROM objects WHERE bucket = ? AND key = ?", (bucket, key)).fetchone()
         if row is None:
             return
         with self._db:
             self._db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (bucket, key))
-        self._discard([row[0]])
+        self._drop([segment.data for segment in _segments(row[0])])
 
-    def objects(self, bucket: str, prefix: str, after: str) -> Iterator[StoredObject]:
+    def objects(self, bucket: str, prefix: str, after: str) -> Iterator[Listed]:
         """Objects whose key starts with ``prefix`` and sorts after ``after``, in key order, read lazily."""
         clause, args = _range_clause(prefix)
         cursor = self._db.execute(
-            "SELECT key, size, etag, crc64, modified, headers, data FROM objects"
-            f" WHERE bucket = ? AND key > ?{clause} ORDER BY key",
+            f"SELECT key, size, etag, modified FROM objects WHERE bucket = ? AND key > ?{clause} ORDER BY key",
             (bucket, after, *args),
         )
         try:
-            yield from (_object(row) for row in cursor)
+            yield from (Listed(*row) for row in cursor)
         finally:
             cursor.close()
 
@@ -267,12 +324,6 @@ class Store:
             raise CosError(404, "NoSuchUpload", "The specified upload does not exist.")
         return _upload(row)
 
-    def _open_upload(self, upload: Upload) -> None:
-        """Raise unless ``upload`` may still take parts: not aborted, completed or being completed."""
-        self.upload(upload.bucket, upload.key, upload.upload_id)
-        if upload.upload_id in self.completing:
-            raise operation_aborted()
-
     def uploads(self, bucket: str, prefix: str, key_marker: str, upload_id_marker: str) -> Iterator[Upload]:
         """In-progress uploads under ``prefix`` in (key, upload id) order, after the markers (doc 436/7736)."""
         clause, args = _range_clause(prefix)
@@ -293,8 +344,8 @@ class Store:
         finally:
             cursor.close()
 
-    def commit_part(self, upload: Upload, number: int, body: Body, now: float) -> Part:
-        name = self._adopt(body, lambda: self._open_upload(upload))
+    def put_part(self, upload: Upload, number: int, body: Body, now: float) -> Part:
+        name = self._adopt(body, lambda: self.upload(upload.bucket, upload.key, upload.upload_id))
         old = self._db.execute(
             "SELECT data FROM parts WHERE upload_id = ? AND number = ?", (upload.upload_id, number)
         ).fetchone()
@@ -305,7 +356,7 @@ class Store:
                 (upload.upload_id, number, body.size, body.etag, str(body.crc64), now, name),
             )
         if old:
-            self._discard([old[0]])
+            self._drop([old[0]])
         return Part(number, body.size, body.etag, body.crc64, now, name)
 
     def parts(self, upload_id: str, after: int = 0, limit: int = -1) -> list[Part]:
@@ -319,22 +370,30 @@ class Store:
             )
         ]
 
-    def finish_upload(self, upload_id: str) -> None:
-        """Forget an upload and delete its parts' data (after Complete assembled them, or on Abort)."""
-        names = [row[0] for row in self._db.execute("SELECT data FROM parts WHERE upload_id = ?", (upload_id,))]
+    def complete_upload(self, bucket: Bucket, upload: Upload, obj: StoredObject) -> None:
+        """Commit the object assembled from some of the upload's parts (its segments) and forget the upload;
+        the parts left out are dropped."""
+        self.bucket(bucket.name, bucket.region)
+        kept = {segment.data for segment in obj.segments}
+        unused = [part.data for part in self.parts(upload.upload_id) if part.data not in kept]
         with self._db:
-            self._db.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
-            self._db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
-        self._discard(names)
+            self._commit_object(bucket.name, obj)
+            self._forget_upload(upload.upload_id)
+        self._drop(unused)
+
+    def abort_upload(self, upload_id: str) -> None:
+        names = [part.data for part in self.parts(upload_id)]
+        with self._db:
+            self._forget_upload(upload_id)
+        self._drop(names)
+
+    def _forget_upload(self, upload_id: str) -> None:
+        self._db.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
+        self._db.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
 
 
-def operation_aborted() -> CosError:
-    return CosError(409, "OperationAborted", "A conflicting operation is in progress on this upload; try again.")
-
-
-def _object(row: tuple[str, int, str, str, float, str, str]) -> StoredObject:
-    key, size, etag, crc, modified, headers, data = row
-    return StoredObject(key, size, etag, crc, modified, json.loads(headers), data)
+def _segments(text: str) -> tuple[Segment, ...]:
+    return tuple(Segment(data, size) for data, size in json.loads(text))
 
 
 def _upload(row: tuple[str, str, str, float, str]) -> Upload:

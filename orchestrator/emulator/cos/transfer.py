@@ -2,9 +2,9 @@
 
 In: the request body is read as it arrives, gathered into 1 MiB chunks, and each chunk is hashed (MD5 for the
 ETag, CRC-64 for x-cos-hash-crc64ecma) and written by a worker thread while the event loop reads the next one
-(hashlib, fastcrc and file writes release the GIL). Out: ``loop.sendfile`` hands the file to the kernel, as
-aiohttp's FileResponse does, so large GETs run at page-cache speed. Injected ``slow_body`` and ``reset_body``
-faults take a chunked path that can pace the bytes or stop short and reset the connection.
+(hashlib, fastcrc and file writes release the GIL). Out: ``loop.sendfile`` hands each data file of the object to
+the kernel, as aiohttp's FileResponse does, so large GETs run at page-cache speed. Injected ``slow_body`` and
+``reset_body`` faults take a chunked path that can pace the bytes or stop short and reset the connection.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -28,6 +27,8 @@ from .storage import Body
 CHUNK = 1 << 20
 # Below this a chunk is hashed and written inline: a thread hop costs more than the work (small objects).
 INLINE_LIMIT = 64 << 10
+# Up to this size a GET body is read at once and sent with the headers.
+SMALL_BODY = 64 << 10
 # Slow bodies move in small steps so the pace is even.
 _PACE_STEPS_PER_SECOND = 20
 
@@ -130,54 +131,77 @@ async def receive(request: web.Request, path: Path, fault: CosFault | None) -> B
 
 async def send(
     request: web.Request,
-    response: web.StreamResponse,
-    file: BinaryIO,
-    offset: int,
-    count: int,
+    status: int,
+    headers: dict[str, str],
+    pieces: Sequence[tuple[Path, int, int]],
     fault: CosFault | None,
 ) -> web.StreamResponse:
-    """Send ``count`` bytes of ``file`` from ``offset`` as the body of ``response`` (headers already set).
-    The caller opens the file before its first await: the bytes are those of the object it looked up."""
+    """Answer with the (file, offset, count) pieces, in order, as the body."""
+    count = sum(piece[2] for piece in pieces)
+    if fault is None and count <= SMALL_BODY:
+        # Headers and body in one write: small objects cost syscalls and wake-ups, not bytes.
+        return web.Response(status=status, headers=headers, body=b"".join(_read(*piece) for piece in pieces))
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_length = count
     await response.prepare(request)
     pace = _pace_for(fault)
     reset_at = _reset_after(fault)
-    if pace.rate is None and reset_at is None and count:
-        transport = request.transport
-        if transport is None:
-            raise ConnectionResetError("client went away")
-        try:
-            await asyncio.get_running_loop().sendfile(transport, file, offset, count)
-        except NotImplementedError:  # e.g. an event loop without sendfile support
-            await _write_chunks(request, response, file, offset, count, pace, None)
-    else:
-        await _write_chunks(request, response, file, offset, count, pace, reset_at)
+    sent = 0
+    for path, offset, count in pieces:
+        if reset_at is not None and sent >= reset_at:
+            break
+        with path.open("rb") as file:
+            if pace.rate is None and reset_at is None:
+                await _sendfile(request, response, file, offset, count)
+            else:
+                sent = await _write_chunks(response, file, offset, count, pace, sent, reset_at)
+    if reset_at is not None:
+        await _flush(request)
+        reset_connection(request)
     await response.write_eof()
     return response
 
 
+def _read(path: Path, offset: int, count: int) -> bytes:
+    with path.open("rb") as file:
+        return os.pread(file.fileno(), count, offset)
+
+
+async def _sendfile(
+    request: web.Request, response: web.StreamResponse, file: BinaryIO, offset: int, count: int
+) -> None:
+    transport = request.transport
+    if transport is None:
+        raise ConnectionResetError("client went away")
+    try:
+        await asyncio.get_running_loop().sendfile(transport, file, offset, count)
+    except NotImplementedError:  # e.g. an event loop without sendfile support
+        await _write_chunks(response, file, offset, count, _Pace(None), 0, None)
+
+
 async def _write_chunks(
-    request: web.Request,
     response: web.StreamResponse,
     file: BinaryIO,
     offset: int,
     count: int,
     pace: _Pace,
-    reset_at: int | None,
-) -> None:
+    sent: int,
+    stop: int | None,
+) -> int:
+    """Write ``count`` bytes of ``file`` from ``offset`` at the pace, unless the body's ``sent`` bytes reach
+    ``stop`` first; return the body's bytes sent so far."""
     loop = asyncio.get_running_loop()
-    limit = count if reset_at is None else min(count, reset_at)
-    sent = 0
-    while sent < limit:
-        size = min(pace.step(CHUNK), limit - sent)
-        data = await loop.run_in_executor(None, os.pread, file.fileno(), size, offset + sent)
+    end = offset + count
+    while offset < end and (stop is None or sent < stop):
+        size = min(pace.step(CHUNK), end - offset, CHUNK if stop is None else stop - sent)
+        data = await loop.run_in_executor(None, os.pread, file.fileno(), size, offset)
         if not data:
-            raise OSError(f"{file.name} ended {limit - sent} bytes early")
+            raise OSError(f"{file.name} ended {end - offset} bytes early")
         await response.write(data)
+        offset += len(data)
         sent += len(data)
         await pace.wait(sent)
-    if reset_at is not None:
-        await _flush(request)
-        reset_connection(request)
+    return sent
 
 
 async def _flush(request: web.Request) -> None:
@@ -185,20 +209,3 @@ async def _flush(request: web.Request) -> None:
     transport = request.transport
     while transport is not None and not transport.is_closing() and transport.get_write_buffer_size():
         await asyncio.sleep(0.001)
-
-
-def assemble(sources: Sequence[Path], dest: Path) -> None:
-    """Concatenate part files into ``dest``; run in a worker thread. The kernel copies (copy_file_range) where
-    it can, which on copy-on-write file systems shares the blocks instead. ``dest`` is removed on failure."""
-    try:
-        with dest.open("wb") as out:
-            for source in sources:
-                with source.open("rb") as src:
-                    if hasattr(os, "copy_file_range"):
-                        while os.copy_file_range(src.fileno(), out.fileno(), 1 << 30):
-                            pass
-                    else:  # macOS and other systems without it
-                        shutil.copyfileobj(src, out, CHUNK)
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
