@@ -1,0 +1,153 @@
+"""What to run on: instance type or GPU need, billing, image and disks."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
+
+from orchestrator.spec.base import SpecModel, field_problem
+from orchestrator.spec.fields import ImageId, ImageName, InstanceTypeName, PoolName
+from orchestrator.spec.gpus import GPU_MEMORY_GIB, GpuModel, gpu_counts, is_vgpu_type, vgpu_advice
+
+
+class GpuNeed(SpecModel):
+    """GPUs per node; the planner picks the cheapest instance type that has them in the chosen zones."""
+
+    gpu: GpuModel = Field(examples=["T4"])
+    """GPU model."""
+    count: StrictInt = Field(1, ge=1, le=8)
+    """Whole GPUs per node."""
+    min_gpu_memory_gib: StrictInt | None = Field(None, ge=1)
+    """Memory each GPU must have, in GiB (optional)."""
+
+    @model_validator(mode="after")
+    def _offered(self) -> GpuNeed:
+        counts = gpu_counts(self.gpu)
+        if self.count not in counts:
+            choices = ", ".join(map(str, counts))
+            raise field_problem("count", f"no instance type has {self.count} x {self.gpu}. use one of {choices}")
+        memory = GPU_MEMORY_GIB[self.gpu]
+        if self.min_gpu_memory_gib is not None and self.min_gpu_memory_gib > memory:
+            bigger = ", ".join(f"{g} ({m} GiB)" for g, m in GPU_MEMORY_GIB.items() if m >= self.min_gpu_memory_gib)
+            hint = f"choose {bigger}" if bigger else f"no GPU here has more than {max(GPU_MEMORY_GIB.values())} GiB"
+            raise field_problem("min_gpu_memory_gib", f"each {self.gpu} has {memory} GiB. {hint}")
+        return self
+
+
+class InstanceSpec(SpecModel):
+    """The instance type (``type``) or what it must have (``need``): exactly one of the two."""
+
+    type: InstanceTypeName | None = None
+    """A CVM instance type, FAMILY.SIZE. Whether it exists in the region is checked at plan time."""
+    need: GpuNeed | None = None
+    """GPUs needed; the planner resolves them to an instance type."""
+    alternatives: tuple[InstanceTypeName, ...] = Field((), examples=[["GN7.5XLARGE80"]])
+    """Other types the recovery policy may fall back to when the first choice has no capacity, in order."""
+    allow_vgpu: StrictBool = False
+    """Accept a vGPU type (a slice of a GPU, e.g. GN7.2XLARGE40 is half a T4). Off: such types are rejected."""
+
+    @model_validator(mode="after")
+    def _one_choice_no_vgpu_trap(self) -> InstanceSpec:
+        if (self.type is None) == (self.need is None):
+            raise ValueError("set exactly one of type (e.g. type: GN7.2XLARGE32) or need (e.g. need: {gpu: T4})")
+        if not self.allow_vgpu:
+            named = [("type", self.type)] + [(f"alternatives.{i}", name) for i, name in enumerate(self.alternatives)]
+            for field, name in named:
+                if name is not None and is_vgpu_type(name):
+                    raise field_problem(field, vgpu_advice(name))
+        return self
+
+
+# RunInstances' InstanceChargePrepaid.Period values.
+PrepaidMonths = Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 24, 36, 48, 60]
+
+
+class BillingSpec(SpecModel):
+    """How instances are paid for."""
+
+    mode: Literal["on-demand", "spot", "reserved"] = "on-demand"
+    """on-demand: pay by the hour. spot: much cheaper, may be reclaimed with 2 minutes' notice (the job then
+    resumes from its last checkpoint). reserved: run on monthly instances kept in a pool between jobs."""
+    spot_max_price: StrictFloat | None = Field(None, gt=0, examples=[2.5])
+    """Spot only: the highest price to pay, in CNY per hour. Unset: the market price."""
+    reserved_pool: PoolName | None = None
+    """Reserved only: the pool's name. Unset: "default"."""
+    prepaid_period_months: PrepaidMonths | None = None
+    """Reserved only: months to buy when the pool grows. Unset: 1."""
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> BillingSpec:
+        if self.spot_max_price is not None and self.mode != "spot":
+            raise field_problem("spot_max_price", f"applies to spot billing only. remove it or set mode: spot "
+                                                  f"(mode is {self.mode})")
+        for field in ("reserved_pool", "prepaid_period_months"):
+            if getattr(self, field) is not None and self.mode != "reserved":
+                raise field_problem(field, f"applies to reserved billing only. remove it or set mode: reserved "
+                                           f"(mode is {self.mode})")
+        return self
+
+
+class ImageSpec(SpecModel):
+    """The image to boot: exactly one of ``id`` or ``name``."""
+
+    id: ImageId | None = None
+    """An image id."""
+    name: ImageName | None = None
+    """A public or custom image's name, looked up at plan time."""
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ImageSpec:
+        if (self.id is None) == (self.name is None):
+            raise ValueError("set exactly one of id (e.g. id: img-487zeit5) or name")
+        return self
+
+
+CloudDiskType = Literal["LOCAL_BASIC", "LOCAL_SSD", "CLOUD_BASIC", "CLOUD_SSD", "CLOUD_PREMIUM", "CLOUD_BSSD",
+                        "CLOUD_HSSD", "CLOUD_TSSD"]
+# Disks an instance type brings with it; RunInstances cannot be asked for them.
+_TIED_TO_TYPE = ("LOCAL_NVME", "LOCAL_PRO")
+
+
+class SystemDisk(SpecModel):
+    """The boot disk."""
+
+    type: CloudDiskType = "CLOUD_PREMIUM"
+    """Disk type."""
+    size_gib: StrictInt = Field(100, ge=20, le=1024)
+    """Size in GiB."""
+
+
+class DataDisk(SpecModel):
+    """An extra disk."""
+
+    type: CloudDiskType = "CLOUD_SSD"
+    """Disk type. LOCAL_NVME comes with the instance type (e.g. HCCPNV4h) and cannot be asked for."""
+    size_gib: StrictInt = Field(ge=10, le=32000, multiple_of=10, examples=[500])
+    """Size in GiB, a multiple of 10."""
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _not_tied_to_type(cls, value: object) -> object:
+        if value in _TIED_TO_TYPE:
+            raise ValueError(f"{value} disks come with the instance type and cannot be requested. pick an instance "
+                             "type that has them (e.g. HCCPNV4h.48XLARGE1024)")
+        return value
+
+
+class DiskSpec(SpecModel):
+    """Disks. Local NVMe is not listed here: it comes with the instance types that have it."""
+
+    system: SystemDisk = SystemDisk()
+    """The boot disk."""
+    data: tuple[DataDisk, ...] = Field((), max_length=21)
+    """Extra disks: at most 20 cloud disks and 1 local disk (LOCAL_BASIC or LOCAL_SSD)."""
+
+    @model_validator(mode="after")
+    def _counts(self) -> DiskSpec:
+        local = [i for i, disk in enumerate(self.data) if disk.type.startswith("LOCAL_")]
+        if len(local) > 1:
+            raise field_problem(f"data.{local[1]}.type", "only one local data disk is allowed")
+        if len(self.data) - len(local) > 20:
+            raise field_problem("data", "at most 20 cloud data disks are allowed")
+        return self

@@ -1,0 +1,153 @@
+"""The job spec: everything ``cvmjob run`` needs to know about one training job."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, StrictFloat, ValidationInfo, field_validator
+
+from orchestrator.spec.base import SpecModel, field_problem
+from orchestrator.spec.compute import BillingSpec, DiskSpec, ImageSpec, InstanceSpec
+from orchestrator.spec.durations import DAY, HOUR, MINUTE, Duration, within
+from orchestrator.spec.fields import (
+    Bucket,
+    Command,
+    Credentials,
+    JobName,
+    LocalPath,
+    PolicyRef,
+    Region,
+    TagKey,
+    TagValue,
+    Zone,
+)
+from orchestrator.spec.snapshot import IMAGE_NAME_MAX_LENGTH, SnapshotSpec
+from orchestrator.spec.workload import CheckpointSpec, DataSource, OutputSpec, TrainSpec
+
+
+class TeardownSpec(SpecModel):
+    """What happens to the instance at the end."""
+
+    on_success: Literal["destroy"] = "destroy"
+    """After success (and the snapshot): destroy."""
+    on_failure: Literal["destroy", "keep"] = "destroy"
+    """After a failure: destroy, or keep it for ``keep_for`` to look around, then destroy."""
+    keep_for: Annotated[Duration, within(MINUTE, 7 * DAY)] = 30 * MINUTE
+    """How long a failed instance is kept when on_failure is keep."""
+
+
+class LimitsSpec(SpecModel):
+    """Hard limits."""
+
+    max_runtime: Annotated[Duration, within(MINUTE, 30 * DAY)] = 24 * HOUR
+    """Longest the job may run, recovery included. Each instance also gets a server-side ActionTimer that
+    terminates it shortly after this deadline, even if cvmjob is gone."""
+    max_cost: StrictFloat | None = Field(None, gt=0, examples=[50])
+    """Stop the job when its estimated cost reaches this many CNY. Unset: no cost limit."""
+
+
+class StorageSpec(SpecModel):
+    """Where the job's state lives in COS."""
+
+    bucket: Bucket | None = None
+    """The state bucket (bundle, status, logs, and checkpoints/outputs by default). Unset: cvmjob-<appid>."""
+
+
+class PolicyRefs(SpecModel):
+    """Named policies: a name is looked up as policies/<kind>/<name>.yaml next to the spec, then among the
+    built-in ones; a value with '/' or ending in .yaml is a path relative to the spec file."""
+
+    recovery: PolicyRef = "default"
+    """Recovery after spot reclaims and launch failures (built-in: default, aggressive-spot, on-demand-only)."""
+    pool: PolicyRef = "default"
+    """Reserved-pool behaviour when billing.mode is reserved (built-in: default)."""
+
+
+class JobSpec(SpecModel):
+    """A cvmjob training job: `cvmjob run job.yaml`. Reference: docs/spec.md."""
+
+    model_config = ConfigDict(title="cvmjob job spec")
+
+    name: JobName = Field(examples=["quickstart"])
+    """The job's name: 1-40 of a-z, 0-9 and '-'. It becomes part of resource names and tags."""
+    region: Region = Field(examples=["ap-guangzhou"])
+    """Tencent Cloud region."""
+    zones: tuple[Zone, ...] = Field((), examples=[["ap-guangzhou-3", "ap-guangzhou-4"]])
+    """Zones to use, in order of preference; each must be in ``region``. Unset: any zone of the region."""
+    instance: InstanceSpec = Field(examples=[{"type": "GN7.2XLARGE32"}, {"need": {"gpu": "T4", "count": 1}}])
+    """The instance type, or the GPUs it must have."""
+    billing: BillingSpec = BillingSpec()
+    """How instances are paid for."""
+    image: ImageSpec | None = None
+    """The image to boot. Unset: the planner picks a GPU-driver image (or a plain one for CPU types)."""
+    disks: DiskSpec = DiskSpec()
+    """System and data disks."""
+    workdir: LocalPath = "."
+    """The local folder shipped to the instance, relative to the spec file; .gitignore is honoured."""
+    setup: tuple[Command, ...] = Field((), examples=[["pip install -r requirements.txt"]])
+    """Shell commands run on each instance, in ``workdir``, before training."""
+    data: tuple[DataSource, ...] = ()
+    """COS prefixes synced to local disk before training ($CVMJOB_DATA_DIR/<target>)."""
+    train: TrainSpec = Field(examples=[{"command": "python train.py"}])
+    """The training command and how torchrun runs it."""
+    checkpoints: CheckpointSpec = CheckpointSpec()
+    """Checkpoint folder and upload."""
+    outputs: OutputSpec = OutputSpec()
+    """Output folder and upload."""
+    snapshot: SnapshotSpec = SnapshotSpec()
+    """Custom image taken after success."""
+    teardown: TeardownSpec = TeardownSpec()
+    """What happens to instances at the end."""
+    limits: LimitsSpec = LimitsSpec()
+    """Runtime and cost limits."""
+    tags: dict[TagKey, TagValue] = Field(default_factory=dict, max_length=10, examples=[{"team": "ml"}])
+    """Up to 10 tags for the instance and images (cvmjob adds its own cvmjob:* tags)."""
+    storage: StorageSpec = StorageSpec()
+    """The state bucket."""
+    credentials: Credentials = "sts"
+    """How the instance reaches COS: "sts" (short-lived keys scoped to the job's prefixes, refreshed by
+    cvmjob) or "role:<CamRoleName>" (a CAM role bound to the instance)."""
+    policies: PolicyRefs = PolicyRefs()
+    """Named policies."""
+
+    @field_validator("zones")
+    @classmethod
+    def _zones_in_region(cls, zones: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        region = info.data.get("region")
+        for index, zone in enumerate(zones):
+            if region is not None and zone.rpartition("-")[0] != region:
+                raise field_problem(str(index), f"{zone} is not in region {region}. use a zone of {region}, "
+                                                f"e.g. {region}-3")
+            if zone in zones[:index]:
+                raise field_problem(str(index), f"{zone} is listed twice")
+        return zones
+
+    @field_validator("data")
+    @classmethod
+    def _distinct_targets(cls, data: tuple[DataSource, ...]) -> tuple[DataSource, ...]:
+        targets = [source.target for source in data]
+        for index, target in enumerate(targets):
+            if target in targets[:index]:
+                first = targets.index(target)
+                raise field_problem(f"{index}.target", f"{target!r} is already the target of data.{first}")
+        return data
+
+    @field_validator("outputs")
+    @classmethod
+    def _outputs_apart(cls, outputs: OutputSpec, info: ValidationInfo) -> OutputSpec:
+        checkpoints = info.data.get("checkpoints")
+        if checkpoints is not None and outputs.dir == checkpoints.dir:
+            raise field_problem("dir", f"{outputs.dir!r} is also checkpoints.dir. use different folders")
+        return outputs
+
+    @field_validator("snapshot")
+    @classmethod
+    def _snapshot_name_fits(cls, snapshot: SnapshotSpec, info: ValidationInfo) -> SnapshotSpec:
+        name = info.data.get("name")
+        if snapshot.enabled and name is not None:
+            example = snapshot.example_name(name)
+            if len(example) > IMAGE_NAME_MAX_LENGTH:
+                raise field_problem("name", f"renders to {len(example)} characters ({example!r}), over the "
+                                            f"{IMAGE_NAME_MAX_LENGTH} an image name may have. shorten the template "
+                                            "(e.g. '{job_id}') or the job name")
+        return snapshot

@@ -1,0 +1,106 @@
+"""What runs: data to sync, the training command, checkpoints and outputs."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, WithJsonSchema, model_validator
+
+from orchestrator.spec.base import SpecModel, field_problem
+from orchestrator.spec.cos import CosDir
+from orchestrator.spec.durations import DAY, Duration, within
+from orchestrator.spec.fields import Command, EnvValue, InstancePath, LocalPath
+
+
+class DataSource(SpecModel):
+    """A COS prefix synced to the instance's local disk before training starts."""
+
+    source: CosDir = Field(examples=["cos://datasets-1250000000/mnist/"])
+    """Where the data is: cos://<name>-<appid>/<prefix>."""
+    target: InstancePath = Field(examples=["mnist"])
+    """The folder under $CVMJOB_DATA_DIR the data lands in."""
+    emulator_seed: LocalPath | None = None
+    """On the local emulator only: a local folder (relative to the spec file) uploaded to ``source`` when that
+    prefix is empty, so examples run without preparing a bucket. Ignored on Tencent Cloud."""
+
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_RESERVED_ENV_PREFIX = "CVMJOB_"
+# torchrun sets these for every worker; a value from the spec would be overwritten.
+_TORCHRUN_ENV = frozenset(
+    {"RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+)
+
+
+def _env_name(name: str) -> str:
+    if _ENV_NAME.fullmatch(name) is None:
+        raise ValueError(f"{name!r} is not a valid variable name: use A-Z, 0-9 and _, not starting with a digit")
+    if name.startswith(_RESERVED_ENV_PREFIX):
+        raise ValueError(f"{name!r}: names starting with {_RESERVED_ENV_PREFIX} are set by cvmjob")
+    if name in _TORCHRUN_ENV:
+        raise ValueError(f"{name!r} is set by torchrun for each worker")
+    return name
+
+
+EnvName = Annotated[str, AfterValidator(_env_name), WithJsonSchema({"type": "string", "pattern": _ENV_NAME.pattern})]
+
+
+def _nproc(value: object) -> object:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(f"{value!r} is not 'auto' or a whole number >= 1")
+
+
+NprocPerNode = Annotated[Annotated[StrictInt, Field(ge=1)] | Literal["auto"], BeforeValidator(_nproc)]
+
+
+class TrainSpec(SpecModel):
+    """The training command, run under torchrun on every node."""
+
+    command: Command = Field(examples=["python train.py --epochs 3"])
+    """The command torchrun starts in each worker, e.g. ``python train.py --epochs 3``."""
+    nproc_per_node: NprocPerNode = "auto"
+    """Worker processes per node: "auto" starts one per GPU, or ``cpu_nproc`` on an instance without CUDA."""
+    cpu_nproc: StrictInt = Field(2, ge=1, le=256)
+    """Worker processes per node when the instance has no CUDA device and nproc_per_node is "auto"."""
+    nnodes: StrictInt = Field(1, ge=1, le=64)
+    """Nodes (instances)."""
+    elastic_min_nodes: StrictInt | None = Field(None, ge=1)
+    """Elastic training: keep going with at least this many nodes (torchrun --nnodes=min:max). Unset: fixed."""
+    max_restarts: StrictInt = Field(0, ge=0, le=100)
+    """torchrun --max-restarts: worker group restarts on the same instances before the attempt fails."""
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, examples=[{"NCCL_DEBUG": "WARN"}],
+                                         json_schema_extra={"additionalProperties": False})
+    """Environment variables for the workers. Names starting with CVMJOB_ are reserved."""
+    hang_timeout: Annotated[Duration, within(60, 7 * DAY)] | None = None
+    """No progress (no new step in the heartbeat) for this long means the job is hung. Unset: never."""
+
+    @model_validator(mode="after")
+    def _elastic_range(self) -> TrainSpec:
+        if self.elastic_min_nodes is not None and self.elastic_min_nodes > self.nnodes:
+            raise field_problem("elastic_min_nodes", f"{self.elastic_min_nodes} is more than nnodes "
+                                                     f"({self.nnodes}). use 1..{self.nnodes}")
+        return self
+
+
+class CheckpointSpec(SpecModel):
+    """Checkpoints: the script writes them, the agent uploads each complete one to COS."""
+
+    dir: InstancePath = "checkpoints"
+    """Where the script writes checkpoints ($CVMJOB_CHECKPOINT_DIR), relative to the job's folder."""
+    upload_to: CosDir | None = None
+    """Where they go in COS. Unset: the job's own prefix in the state bucket."""
+    keep_last: StrictInt = Field(3, ge=1, le=1000)
+    """Complete checkpoints kept in COS; older ones are deleted."""
+    interval_steps: StrictInt | None = Field(None, ge=1)
+    """A hint for the script: checkpoint every this many steps (passed as CVMJOB_CHECKPOINT_INTERVAL)."""
+
+
+class OutputSpec(SpecModel):
+    """Outputs: uploaded to COS when training ends."""
+
+    dir: InstancePath = "outputs"
+    """Where the script writes outputs ($CVMJOB_OUTPUT_DIR), relative to the job's folder."""
+    upload_to: CosDir | None = None
+    """Where they go in COS. Unset: the job's own prefix in the state bucket."""
