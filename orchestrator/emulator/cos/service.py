@@ -12,6 +12,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
@@ -31,17 +32,21 @@ log = logging.getLogger("cvmjob.emulator.cos")
 MAX_KEY_BYTES = 850
 
 
+# What an operation's policy check names: the account, the bucket, the object, the listed prefix, or each key
+# of a batch (checked by its handler).
+Scope = Literal["service", "bucket", "object", "prefix", "keys"]
+
+
 @dataclass(frozen=True)
 class Route:
     action: str
     handler: Handler
-    # What the policy check names: the bucket, the object, the listed prefix, or each key (checked by the handler).
-    scope: str
+    scope: Scope
     params: frozenset[str] = field(default_factory=frozenset)  # query parameters the operation understands
     streams: bool = False  # applies slow_body / reset_body faults to its body itself
 
 
-def _route(action: str, handler: Handler, scope: str, *params: str, streams: bool = False) -> Route:
+def _route(action: str, handler: Handler, scope: Scope, *params: str, streams: bool = False) -> Route:
     return Route(action, handler, scope, frozenset(params), streams)
 
 
@@ -85,12 +90,20 @@ ROUTES: dict[tuple[str, bool, str | None], Route] = {
 SERVICE_ROUTE = _route("GetService", buckets.list_buckets, "service", "marker", "max-keys")
 
 
-def route_for(method: str, key: str, query: dict[str, str]) -> Route:
+def route_for(method: str, bucket: str, key: str, query: dict[str, str]) -> Route:
+    if not bucket:
+        if method != "GET":
+            raise _method_not_allowed()
+        return SERVICE_ROUTE
     subresource = next((name for name in _SUBRESOURCES if name in query), None)
     route = ROUTES.get((method, bool(key), subresource))
     if route is None:
-        raise CosError(405, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+        raise _method_not_allowed()
     return route
+
+
+def _method_not_allowed() -> CosError:
+    return CosError(405, "MethodNotAllowed", "The specified method is not allowed against this resource.")
 
 
 def _check_params(route: Route, query: dict[str, str]) -> None:
@@ -131,7 +144,7 @@ class Cos:
         request_id = wire.new_request_id()
         try:
             query = dict(request.query)
-            route = route_for(request.method, key, query) if bucket else SERVICE_ROUTE
+            route = route_for(request.method, bucket, key, query)
             _check_params(route, query)
             if len(key.encode()) > MAX_KEY_BYTES:
                 raise CosError(400, "KeyTooLong", f"The object key is longer than {MAX_KEY_BYTES} bytes.")
