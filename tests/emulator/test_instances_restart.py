@@ -82,3 +82,33 @@ def test_restart_keeps_the_cloud_and_reboots_running_instances(tmp_path: Path) -
         assert (Path(admin_instance(second, copy)["home"]) / "user-data-runs").read_text() == "run\n"
     finally:
         second.stop()
+
+
+def running(pid: str) -> bool:
+    """The process exists and is not a zombie (a crashed emulator's orphans may be nobody's to reap)."""
+    try:
+        stat = (Path("/proc") / pid / "stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def test_a_crashed_emulator_leaves_no_instance_processes_behind(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = start_emulator(state)
+    cvm = client(first)
+    instance_id = run_one(cvm, UserData=user_data("#!/bin/bash\nsleep 1000 &\necho $! > $HOME/sleep.pid\n"))
+    first.admin.advance(1)
+    home = Path(admin_instance(first, instance_id)["home"])
+    pid = wait_file(home / "sleep.pid").strip()
+    first.process.kill()  # no orderly shutdown: the instance's processes outlive the emulator
+    first.process.wait()
+    assert running(pid)
+    second = start_emulator(state)
+    try:
+        wait_for(lambda: not running(pid), what="the stray process to be killed")
+        log = home.parent / "var/log/cloud-init-output.log"
+        wait_for(lambda: log.read_text().count("cloud-init: boot at") == 2, what="the instance to boot again")
+        assert describe(client(second), instance_id)[0].InstanceState == "RUNNING"
+    finally:
+        second.stop()

@@ -141,7 +141,7 @@ class Cvm:
             return []
         ids = []
         for index in range(count):
-            rec = self._new_instance(spec, index, addresses[index], os_name, platform, client_token, request_id, now)
+            rec = self._new_instance(spec, index, addresses[index], os_name, platform, request_id, now)
             self.instances[rec.instance_id] = rec
             if rec.launch_failure is None:
                 rec.disk_ready_at = self.host.provision(
@@ -192,17 +192,16 @@ class Cvm:
                 raise ApiError("VpcIpIsUsed", f"The private address {taken[0]} is in use.")
             return spec.private_ips
         free = []
-        # .1 is the subnet's gateway; real VPCs reserve the first addresses too.
-        for host in ipaddress.ip_network(spec.subnet.cidr).hosts():
-            if host.packed[-1] >= 2 and str(host) not in used:
+        # The subnet's first host address is its gateway.
+        for host in list(ipaddress.ip_network(spec.subnet.cidr).hosts())[1:]:
+            if str(host) not in used:
                 free.append(str(host))
                 if len(free) == count:
                     return free
         raise ApiError("FailedOperation.NoAvailableIpAddressCountInSubnet", f"{spec.subnet.subnet_id} is full.")
 
     def _new_instance(
-        self, spec: LaunchSpec, index: int, vpc_ip: str, os_name: str, platform: str, client_token: str,
-        request_id: str, now: float,
+        self, spec: LaunchSpec, index: int, vpc_ip: str, os_name: str, platform: str, request_id: str, now: float,
     ) -> Instance:
         instance_id = new_id("ins")
         while instance_id in self.instances or instance_id in self.gone:
@@ -245,7 +244,6 @@ class Cvm:
             user_data=spec.user_data,
             cam_role=spec.cam_role,
             disable_api_termination=spec.disable_api_termination,
-            client_token=client_token,
             prepaid_period=spec.prepaid_period,
             renew_flag=spec.renew_flag,
             expired_at=add_months(now, spec.prepaid_period) if spec.charge_type == PREPAID else None,
@@ -505,9 +503,7 @@ class Cvm:
 
     def _release(self, rec: Instance, when: float) -> None:
         del self.instances[rec.instance_id]
-        self.gone[rec.instance_id] = Gone(
-            rec.instance_id, rec.region, when, str(self.host.sandbox(rec.instance_id).path)
-        )
+        self.gone[rec.instance_id] = Gone(rec.instance_id, rec.region, when)
         self.host.destroy(rec.instance_id)
         self._give_back_capacity(rec)
         self.timers = {
@@ -538,7 +534,7 @@ class Cvm:
                     self.host.power_off(instance_id, rec.kill_grace)
             elif rec.boot_pending and not self.host.running(instance_id):
                 run_user_data = rec.user_data_pending and bool(rec.user_data)
-                self.host.boot(
+                rec.pgid = self.host.boot(
                     instance_id, rec.local_disks, rec.secret, rec.gpus,
                     base64.b64decode(rec.user_data) if run_user_data else None,
                 )
@@ -590,6 +586,9 @@ class Cvm:
         return {"rules": [dump(r) for r in self.launch_failures]}
 
     def admin_instances(self) -> list[dict[str, Any]]:
+        runtime = self.host.describe(
+            {**{g: 0 for g in self.gone}, **{i: rec.local_disks for i, rec in self.instances.items()}}
+        )
         live = [
             {
                 **self._spot_view(rec),
@@ -605,13 +604,13 @@ class Cvm:
                 "first_running_at": rec.first_running_at,
                 # The instance's HTTP_PROXY: with it a test or tool reaches the metadata service as the instance.
                 "proxy": f"http://{rec.instance_id}:{rec.secret}@{self.config.endpoint}",
-                **self.host.describe(rec.instance_id, rec.local_disks),
+                **runtime[rec.instance_id],
             }
             for rec in self.instances.values()
         ]
         gone = [
             {"instance_id": g.instance_id, "state": "TERMINATED", "region": g.region, "gone_at": g.gone_at,
-             **self.host.describe(g.instance_id)}
+             **runtime[g.instance_id]}
             for g in self.gone.values()
         ]
         return live + gone
@@ -655,16 +654,22 @@ class Cvm:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Instances come back as after a reboot: RUNNING ones boot again (their per-boot scripts run), a disk
-        copy cut short starts over."""
+        copy cut short starts over. After a crash (no orderly shutdown) what the instances left running is killed
+        and the disks of released instances that were not deleted yet are."""
         self.images.restore(state.get("images", []))
         self.stock.restore(state.get("stock", []))
         self.client_tokens = {k: list(v) for k, v in state.get("client_tokens", {}).items()}
         self.timers = {t.timer_id: t for t in (load(ActionTimer, d) for d in state.get("timers", []))}
         self.launch_failures = [load(LaunchFailureRule, d) for d in state.get("launch_failures", [])]
         self.gone = {g.instance_id: g for g in (load(Gone, d) for d in state.get("gone", []))}
+        for instance_id in self.gone:
+            if self.host.sandbox(instance_id).path.exists():
+                self.host.destroy(instance_id)
         for item in state.get("instances", []):
             rec = load(Instance, item)
             self.instances[rec.instance_id] = rec
+            if rec.pgid is not None:
+                self.host.power_off_stray(rec.instance_id, rec.pgid)
             if rec.gpus:
                 rec.gpus = self.host.gpus.restore(rec.instance_id, rec.gpus)
             if rec.state == RUNNING:

@@ -53,7 +53,6 @@ class Instance:
     user_data: str = ""  # base64, as given
     cam_role: str = ""
     disable_api_termination: bool = False
-    client_token: str = ""
     prepaid_period: int = 0
     renew_flag: str = ""
     expired_at: float | None = None
@@ -72,6 +71,7 @@ class Instance:
     kill_grace: float | None = None  # seconds from SIGTERM to SIGKILL at the next power-off; None: default
     user_data_pending: bool = True  # the next boot runs the UserData (first boot, after ResetInstance)
     boot_pending: bool = False  # RUNNING, but this boot's processes have not been started yet
+    pgid: int | None = None  # the last boot's process group, for strays after an emulator crash
     first_running_at: float | None = None
     random_notice_at: float | None = None  # seeded random reclaim (runtime/spot.py)
     notice_at: float | None = None  # spot reclaim notice given
@@ -91,7 +91,6 @@ class Gone:
     instance_id: str
     region: str
     gone_at: float
-    sandbox: str
 
 
 @dataclass

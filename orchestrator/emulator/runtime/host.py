@@ -7,7 +7,10 @@ runs in threads that touch only their own files and process groups; the model le
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -17,7 +20,7 @@ from typing import Any
 
 from .copytree import CopyJob
 from .gpus import GpuPool
-from .processes import ProcessGroup, become_subreaper, reap_groups
+from .processes import ProcessGroup, become_subreaper, group_members, reap_groups
 from .sandbox import BootContext, Sandbox
 
 # SIGTERM first, like an ACPI power-off, then SIGKILL: enough for a trainer to write an emergency checkpoint
@@ -69,13 +72,12 @@ class Host:
             return None
         return self._copies.pop(instance_id)
 
-    def copying(self, instance_id: str) -> bool:
-        return instance_id in self._copies
-
     # -- processes ---------------------------------------------------------------------------------------
-    def boot(self, instance_id: str, local_disks: int, secret: str, gpus: list[int], user_data: bytes | None) -> None:
+    def boot(self, instance_id: str, local_disks: int, secret: str, gpus: list[int], user_data: bytes | None) -> int:
+        """Start a boot; returns its process group id."""
         ctx = BootContext(instance_id, secret, self.endpoint, self.image_python, tuple(gpus), user_data)
-        self._groups[instance_id] = self.sandbox(instance_id, local_disks).boot(ctx)
+        group = self._groups[instance_id] = self.sandbox(instance_id, local_disks).boot(ctx)
+        return group.pgid
 
     def running(self, instance_id: str) -> bool:
         """Some process of the instance's last boot still lives."""
@@ -101,18 +103,38 @@ class Host:
             reap_groups(self._groups.values())
             self._released = {i: g for i, g in self._released.items() if g.alive()}
 
-    def describe(self, instance_id: str, local_disks: int = 0) -> dict[str, Any]:
-        sandbox = self.sandbox(instance_id, local_disks)
-        group = self._groups.get(instance_id) or self._released.get(instance_id)
-        return {
-            "sandbox": str(sandbox.path),
-            "system": str(sandbox.system),
-            "home": str(sandbox.home),
-            "local_disks": [str(d) for d in sandbox.local_disks],
-            "pid": group.popen.pid if group else None,
-            "pgid": group.pgid if group else None,
-            "alive": group is not None and group.alive(),
-        }
+    def describe(self, local_disks: dict[str, int]) -> dict[str, dict[str, Any]]:
+        """Sandbox paths and processes of instances (id -> its number of local disks), in one pass over /proc."""
+        groups = {i: g for i in local_disks if (g := self._groups.get(i) or self._released.get(i)) is not None}
+        members = group_members(g.pgid for g in groups.values())
+        described = {}
+        for instance_id, disks in local_disks.items():
+            sandbox = self.sandbox(instance_id, disks)
+            group = groups.get(instance_id)
+            described[instance_id] = {
+                "sandbox": str(sandbox.path),
+                "system": str(sandbox.system),
+                "home": str(sandbox.home),
+                "local_disks": [str(d) for d in sandbox.local_disks],
+                "pid": group.popen.pid if group else None,
+                "pgid": group.pgid if group else None,
+                "alive": group is not None and group.reap(members[group.pgid]),
+            }
+        return described
+
+    def power_off_stray(self, instance_id: str, pgid: int) -> None:
+        """Kill what a previous emulator that died without powering off left running of an instance's boot. The
+        group must still hold this sandbox's processes: a reused group id is someone else's."""
+        marker = f"TENCENTCLOUD_EMULATOR_ROOT={self.sandbox(instance_id).system}".encode()
+        for pid, _ in group_members([pgid])[pgid]:
+            try:
+                environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker in environment:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+                return
 
     # -- the whole host ----------------------------------------------------------------------------------
     def shutdown(self, grace: float = KILL_GRACE_SECONDS) -> None:

@@ -33,7 +33,6 @@ The environment, a contract the orchestrator's agent relies on (nothing is inher
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -173,6 +172,3 @@ class Sandbox:
                 close_fds=True,
             )
         return ProcessGroup(popen)
-
-    def delete(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
