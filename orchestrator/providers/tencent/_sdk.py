@@ -201,10 +201,10 @@ class TencentSdk:
     def _client(self, service: str) -> Any:
         if service not in self._clients:
             client_cls, _ = _PRODUCTS[service]
-            http = HttpProfile(reqTimeout=int(self._timeout))
-            if self.endpoint is not None:
-                http.protocol = "http"
-                http.endpoint = self.endpoint
+            if self.endpoint is None:
+                http = HttpProfile(reqTimeout=int(self._timeout))
+            else:  # both are needed: a bare host:port defaults to https (client-recipes §2.1)
+                http = HttpProfile(protocol="http", endpoint=self.endpoint, reqTimeout=int(self._timeout))
             profile = ClientProfile(httpProfile=http, language="en-US")
             self._clients[service] = client_cls(self.credential, self.region, profile)
         return self._clients[service]
