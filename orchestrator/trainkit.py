@@ -56,23 +56,28 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 class _Reporter:
-    """Rank 0's progress file, written at most every _REPORT_EVERY_SECONDS (and always when stopping)."""
+    """Rank 0's progress file, written at most every _REPORT_EVERY_SECONDS; save() and finish() flush the rest."""
 
     def __init__(self) -> None:
         target = os.environ.get(TrainingEnv.PROGRESS_FILE.value)
         self.path = Path(target) if target and rank() == 0 else None
         self.step: int | None = None
         self.loss: float | None = None
+        self.stopped = False
+        self._written: tuple[int | None, bool] = (None, False)
         self._written_at = 0.0
 
-    def report(self, step: int, loss: float | None, stopped: bool = False) -> None:
+    def report(self, step: int, loss: float | None) -> None:
         self.step, self.loss = step, loss
-        now = time.time()
-        if self.path is None or (not stopped and now - self._written_at < _REPORT_EVERY_SECONDS):
+        if time.time() - self._written_at >= _REPORT_EVERY_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.path is None or self.step is None or self._written == (self.step, self.stopped):
             return
-        doc = Progress(step=step, loss=loss, time=now, stopped=stopped)
+        doc = Progress(step=self.step, loss=self.loss, time=time.time(), stopped=self.stopped)
         _write_atomically(self.path, doc.model_dump_json().encode())
-        self._written_at = now
+        self._written, self._written_at = (self.step, self.stopped), doc.time
 
 
 _reporter: _Reporter | None = None
@@ -162,9 +167,9 @@ class Checkpointer:
             finally:
                 os.close(dir_fd)
         _barrier()
-        if self.stop_requested:
-            reporter = _get_reporter()
-            reporter.report(step, reporter.loss if reporter.step == step else None, stopped=True)
+        reporter = _get_reporter()
+        reporter.stopped = self.stop_requested
+        reporter.flush()
         return final
 
 
@@ -179,6 +184,7 @@ def finish(exit_code: int = 0) -> None:
     """End the process without the gloo/NCCL teardown abort: barrier, destroy the process group, then
     ``os._exit`` (exiting normally aborts in about a third of gloo runs: shared/reference/client-recipes.md §5.2).
     """
+    _get_reporter().flush()
     sys.stdout.flush()
     sys.stderr.flush()
     import torch.distributed as dist

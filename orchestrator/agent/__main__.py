@@ -33,8 +33,11 @@ def _configure_logging(run_log: Path) -> None:
     for handler in (logging.StreamHandler(sys.stderr), logging.FileHandler(run_log)):
         handler.setFormatter(formatter)
         root.addHandler(handler)
-    for noisy in ("qcloud_cos", "urllib3", "tencentcloud"):  # one line per request otherwise
+    for noisy in ("urllib3", "tencentcloud"):  # one line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The COS SDK logs every 404 (an absent control.json, each poll) as an ERROR before raising; the agent handles
+    # and logs the errors that matter itself.
+    logging.getLogger("qcloud_cos").setLevel(logging.CRITICAL)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -35,10 +35,10 @@ class LogShipper:
 
     def tick(self, final: bool = False) -> None:
         size = self.log_path.stat().st_size if self.log_path.exists() else 0
+        timely = time.monotonic() - self._shipped_at >= self.every_seconds
         while size > self.offset:
             pending = size - self.offset
-            due = final or pending >= self.chunk_bytes or time.monotonic() - self._shipped_at >= self.every_seconds
-            if not due:
+            if not (final or timely or pending >= self.chunk_bytes):
                 return
             with self.log_path.open("rb") as f:
                 f.seek(self.offset)
@@ -51,3 +51,4 @@ class LogShipper:
             self.seq += 1
             write_atomically(self.state_path, json.dumps({"offset": self.offset, "seq": self.seq}).encode())
             self._shipped_at = time.monotonic()
+            timely = False  # what is left waits for a full chunk or the next interval

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.agent.nvme import data_root, mounted_nvme
+
+MOUNTS = """/dev/vda1 / ext4 rw,relatime 0 0
+/dev/nvme0n1p1 /boot/efi vfat rw 0 0
+proc /proc proc rw 0 0
+/dev/nvme1n1 /data\\040disk xfs rw,noatime 0 0
+/dev/nvme2n1 /mnt/other ext4 rw 0 0
+"""
+
+
+def test_the_first_mounted_nvme_that_is_not_root_or_boot_is_used() -> None:
+    assert mounted_nvme(MOUNTS) == Path("/data disk")
+    assert mounted_nvme("/dev/vda1 / ext4 rw 0 0\n/dev/nvme0n1 / ext4 rw 0 0\n") is None
+
+
+def test_on_the_emulator_the_first_local_disk_folder_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TENCENTCLOUD_EMULATOR_ROOT", str(tmp_path / "system"))
+    monkeypatch.setenv("TENCENTCLOUD_EMULATOR_LOCAL_DISKS", f"{tmp_path}/nvme0,{tmp_path}/nvme1")
+    assert data_root() == tmp_path / "nvme0" / "cvmjob" / "data"
+    monkeypatch.setenv("TENCENTCLOUD_EMULATOR_LOCAL_DISKS", "")
+    assert data_root() == tmp_path / "system" / "opt" / "cvmjob" / "data"

@@ -1,0 +1,65 @@
+"""trainkit across two real gloo processes under torchrun."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# Rank 1 alone receives the checkpoint request, in the middle of step 5; rank 0 must still save and stop there.
+SCRIPT = """
+import os, signal, sys
+import torch, torch.distributed as dist
+from orchestrator import trainkit
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+ckpt = trainkit.Checkpointer(every=3)
+start, state = ckpt.restore({"w": torch.zeros(2)})
+last = start - 1
+for step in range(start, int(sys.argv[1])):
+    state = {"w": state["w"] + 1}
+    if rank == 1 and step == 5 and not ckpt.resume_from:
+        os.kill(os.getpid(), signal.SIGUSR1)
+    trainkit.report(step, float(step))
+    if ckpt.should_save(step):
+        ckpt.save(step, state)
+    last = step
+    if ckpt.stop_requested:
+        break
+print(f"rank={rank} start={start} last={last} stopped={ckpt.stop_requested} w={state['w'][0].item():.0f}", flush=True)
+trainkit.finish()
+"""
+
+
+def torchrun(tmp_path: Path, steps: int, resume_from: str = "") -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+           "CVMJOB_CHECKPOINT_DIR": str(tmp_path / "ckpt"), "CVMJOB_PROGRESS_FILE": str(tmp_path / "progress.json"),
+           "CVMJOB_RESUME_FROM": resume_from}
+    (tmp_path / "train.py").write_text(SCRIPT)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           "train.py", str(steps)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_request_on_one_rank_makes_every_rank_save_and_stop_at_the_same_step(tmp_path: Path) -> None:
+    out = torchrun(tmp_path, steps=20)
+    assert "rank=0 start=0 last=5 stopped=True w=6" in out
+    assert "rank=1 start=0 last=5 stopped=True w=6" in out
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-00000002", "step-00000005"]
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert (progress["step"], progress["stopped"]) == (5, True)
+
+    resumed = torchrun(tmp_path, steps=8, resume_from=str(tmp_path / "ckpt" / "step-00000005"))
+    assert "rank=0 start=6 last=7 stopped=False w=8" in resumed  # no step repeated, none skipped
+    assert json.loads((tmp_path / "progress.json").read_text())["stopped"] is False
