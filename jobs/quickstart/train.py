@@ -28,8 +28,8 @@ HERE = Path(__file__).resolve().parent
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--batch-size", type=int, default=512, help="per rank")
-    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--batch-size", type=int, default=2048, help="per rank")
+    parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--checkpoint-every", type=int, default=10)
     return parser.parse_args()

@@ -112,7 +112,9 @@ class Attempt:
         except AgentTerminated:
             log.warning("SIGTERM: stopping the training; the agent resumes this attempt when it starts again")
             if self._training is not None:
-                self._training.stop(grace=10)
+                # Quickly: a shutdown SIGKILLs soon (the emulator after 3 s); anything left over is found by
+                # the next agent through the training's process record.
+                self._training.stop(grace=2)
             for thread in (*watchers, heartbeat, logs):
                 thread.stop()
             final_logs.run_once()
@@ -219,8 +221,8 @@ class Attempt:
         self.paths.progress.unlink(missing_ok=True)
         log.info("training: %s (resume from %s)", line, resume or "nothing")
         self._training = Launched(["bash", "-c", line], self.paths.workdir,
-                                  self._env(spec, folders, str(resume or "")), self.paths.run_log)
-        self.paths.training_pid.write_text(self._training.pid_record)
+                                  self._env(spec, folders, str(resume or "")), self.paths.run_log,
+                                  record=self.paths.training_pid)
         checkpoints = Periodic("checkpoints", CHECKPOINT_POLL_SECONDS, uploader.tick).start()
         try:
             end = Supervisor(self._training, self.paths.progress, self.board, self.stop, uploader,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .paths import write_atomically
 from .stop import StopSignal
 
 _POLL_SECONDS = 0.2
@@ -40,11 +41,14 @@ def process_table() -> dict[int, tuple[int, int, str]]:
 
 
 class ProcessTree:
-    def __init__(self, root_pid: int, root_start: int | None = None) -> None:
-        if root_start is None:
-            root_start = process_table().get(root_pid, (0, -1, ""))[1]
-        self.root = (root_pid, root_start)
-        self.known: dict[int, int] = {root_pid: root_start}
+    """Processes known by (pid, start time): a root and whatever descends from the known ones."""
+
+    def __init__(self, known: dict[int, int]) -> None:
+        self.known = dict(known)
+
+    @classmethod
+    def of(cls, root_pid: int) -> ProcessTree:
+        return cls({root_pid: process_table().get(root_pid, (0, -1, ""))[1]})
 
     def refresh(self) -> dict[int, tuple[int, int, str]]:
         """Record the live descendants of the recorded processes; returns the table it read."""
@@ -71,24 +75,35 @@ class ProcessTree:
             with contextlib.suppress(ProcessLookupError):  # it exited since we looked
                 os.kill(pid, sig)
 
+    def record(self) -> str:
+        """"<pid> <start time>" per line: what kill_recorded() needs to find these processes again."""
+        return "".join(f"{pid} {start}\n" for pid, start in sorted(self.known.items()))
+
 
 class Launched:
-    """A child process, stdout and stderr appended to ``log_path``."""
+    """A child process, stdout and stderr appended to ``log_path``. With ``record``, every process of its tree
+    is written there as it appears: if the agent dies (SIGKILL, a crash), the next agent finds and stops them
+    all, torchrun's workers included, even once torchrun itself is gone."""
 
-    def __init__(self, args: Sequence[str], cwd: Path, env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(self, args: Sequence[str], cwd: Path, env: Mapping[str, str], log_path: Path,
+                 record: Path | None = None) -> None:
         with log_path.open("ab") as out:
             self.popen = subprocess.Popen(list(args), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
                                           stdout=out, stderr=subprocess.STDOUT)
-        self.tree = ProcessTree(self.popen.pid)
+        self.tree = ProcessTree.of(self.popen.pid)
+        self._record = record
+        self._recorded = 0
+        self._write_record()
 
-    @property
-    def pid_record(self) -> str:
-        """"<pid> <start time>": what kill_recorded() needs to find this process again after an agent crash."""
-        return f"{self.tree.root[0]} {self.tree.root[1]}"
+    def _write_record(self) -> None:
+        if self._record is not None and len(self.tree.known) != self._recorded:
+            write_atomically(self._record, self.tree.record().encode())
+            self._recorded = len(self.tree.known)
 
     def poll(self) -> int | None:
         code = self.popen.poll()
         self.tree.refresh()
+        self._write_record()
         return code
 
     def signal_all(self, sig: int) -> None:
@@ -112,10 +127,10 @@ def stop_tree(tree: ProcessTree, grace: float) -> None:
 
 
 def kill_recorded(record: str, grace: float = 10.0) -> bool:
-    """Stop the tree of a process recorded by ``Launched.pid_record`` if it is still that process (the
-    training of an agent that crashed); True if there was one."""
-    pid, start = (int(v) for v in record.split())
-    tree = ProcessTree(pid, start)
+    """Stop the processes of a record (``ProcessTree.record``) that are still those processes, and their
+    descendants; True if any was alive."""
+    known = dict((int(pid), int(start)) for pid, start in (line.split() for line in record.splitlines() if line))
+    tree = ProcessTree(known)
     if not tree.alive():
         return False
     stop_tree(tree, grace)

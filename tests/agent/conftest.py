@@ -31,6 +31,22 @@ QUICKSTART = ROOT / "jobs" / "quickstart"
 STATE_BUCKET = "cvmjob-1250000000"
 DATA_BUCKET = "cvmjob-examples-1250000000"
 DATA_PREFIX = "quickstart/"
+# The quickstart at a tenth of its compute and checkpoint size: the tests are about the agent, not the model.
+LIGHT = "--hidden 256 --batch-size 512"
+# The quickstart with a floor on each step's duration, so that a test can act in the middle of a short run on any
+# machine: ``python paced.py <seconds per step> <train.py arguments>``.
+PACED = {"paced.py": """
+import runpy, sys, time
+from orchestrator import trainkit
+
+report, seconds = trainkit.report, float(sys.argv.pop(1))
+def paced(step, loss=None):
+    report(step, loss)
+    time.sleep(seconds)
+trainkit.report = paced
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
+"""}
 
 
 def workdir_archive(extra: dict[str, str]) -> bytes:
@@ -84,15 +100,25 @@ class AgentJob:
         )
 
     def launch(self, *configs: AgentConfig, spot: bool = False) -> str:
-        """One instance whose UserData runs an agent for each config, one after the other."""
-        lines = ["#!/bin/bash"]
+        """One instance that runs an agent for each config, one after the other, at its first boot and, as the
+        real bootstrap arranges through cloud-init's per-boot scripts, at every later boot."""
+        agents = ["#!/bin/bash"]
         for cfg in configs:
             home = f'"$TENCENTCLOUD_EMULATOR_ROOT/opt/cvmjob/{cfg.job_id}/a{cfg.attempt}-n{cfg.node_rank}"'
-            lines += [f"mkdir -p {home}", f"cat > {home}/agent.json <<'CVMJOB_EOF'", cfg.model_dump_json(),
-                      "CVMJOB_EOF",
-                      f"(cd {home} && PYTHONPATH={ROOT} python3 -m orchestrator.agent --config {home}/agent.json "
-                      f"--workdir {home} >> {home}/agent.log 2>&1)"]
-        params: dict[str, Any] = {"UserData": user_data("\n".join(lines) + "\n")}
+            agents += [f"mkdir -p {home}", f"cat > {home}/agent.json <<'CVMJOB_CONFIG'", cfg.model_dump_json(),
+                       "CVMJOB_CONFIG",
+                       f"(cd {home} && PYTHONPATH={ROOT} python3 -m orchestrator.agent --config {home}/agent.json "
+                       f"--workdir {home} >> {home}/agent.log 2>&1)"]
+        script = "\n".join([
+            "#!/bin/bash",
+            'agents="$TENCENTCLOUD_EMULATOR_ROOT/opt/cvmjob/agents.sh"',
+            'mkdir -p "${agents%/*}"',
+            "cat > \"$agents\" <<'CVMJOB_AGENTS'", *agents, "CVMJOB_AGENTS",
+            'chmod +x "$agents"',
+            'ln -s "$agents" "$TENCENTCLOUD_EMULATOR_ROOT/var/lib/cloud/scripts/per-boot/cvmjob-agents.sh"',
+            'exec "$agents"',
+        ]) + "\n"
+        params: dict[str, Any] = {"UserData": user_data(script)}
         if spot:
             params.update(InstanceChargeType="SPOTPAID", InstanceType="GN7.2XLARGE32")
         instance_id = run_one(self.cvm, **params)

@@ -1,32 +1,44 @@
-"""The agent end to end on an emulated instance: the quickstart succeeds, and a second attempt on the same
-instance syncs nothing and resumes from the first one's last checkpoint."""
+"""The agent end to end on an emulated instance: the quickstart survives a reboot in the middle of its training
+and succeeds; the next attempt on the same instance syncs nothing and resumes from the last checkpoint."""
 
 from __future__ import annotations
 
+import re
+
 from orchestrator.contract import Outcome
-from tests.agent.conftest import AgentJob
+from tests.agent.conftest import LIGHT, PACED, AgentJob
+from tests.agent.test_agent_stops import steps_in, wait_for_step
+from tests.emulator.cvm_support import call, wait_state
 
 
-def test_quickstart_succeeds_and_a_second_attempt_resumes_without_syncing_again(agent_job: AgentJob) -> None:
-    first = agent_job.config(1, command="python train.py --steps 12", checkpoints={"interval_steps": 4})
-    second = agent_job.config(2, command="python train.py --steps 16", checkpoints={"interval_steps": 4})
+def test_quickstart_survives_a_reboot_and_the_next_attempt_resumes_without_syncing(agent_job: AgentJob) -> None:
+    first = agent_job.config(1, command=f"python paced.py 0.05 --steps 100 {LIGHT}", extra_files=PACED,
+                             checkpoints={"interval_steps": 10})
+    second = agent_job.config(2, command=f"python train.py --steps 110 {LIGHT}", checkpoints={"interval_steps": 10})
     instance_id = agent_job.launch(first, second)
 
+    wait_for_step(agent_job, 1, 15)
+    call(agent_job.cvm, "RebootInstances", {"InstanceIds": [instance_id]})
+    # No clock jump here: a jump over the whole REBOOTING period would skip the power-off.
+    wait_state(agent_job.cvm, instance_id, "RUNNING")
     result = agent_job.wait_result(instance_id, 1)
     log = agent_job.log(1)
     assert result.outcome == Outcome.SUCCEEDED, f"{result.reason}\n{result.log_tail}"
-    assert (result.exit_code, result.final_step, result.instance_id) == (0, 11, instance_id)
-    assert "step=11 loss=" in log and "val_accuracy=" in result.log_tail
-    assert result.outputs_uploaded == 2
+    assert (result.exit_code, result.final_step, result.instance_id) == (0, 99, instance_id)
+    assert "SIGTERM: stopping the training" in log and log.count("agent: job") == 2
+    (resumed_at,) = (int(s) for s in re.findall(r"start_step=(\d+) resume_from=/", log))
+    steps = steps_in(log)
+    assert resumed_at > 0 and sorted(set(steps)) == list(range(100)) and steps[-1] == 99
+    assert result.outputs_uploaded == 2 and "val_accuracy=" in result.log_tail
     outputs = {o.key.rsplit("/", 1)[1] for o in agent_job.state.iter_objects(agent_job.layout.outputs_prefix)}
     assert outputs == {"model.pt", "metrics.json"}
     status = agent_job.status(1)
-    assert status is not None and status["phase"] == "done" and status["seq"] > 2 and status["step"] == 11
+    assert status is not None and status["phase"] == "done" and status["seq"] > 2 and status["step"] == 99
 
     result = agent_job.wait_result(instance_id, 2)
     assert result.outcome == Outcome.SUCCEEDED, f"{result.reason}\n{result.log_tail}"
     log = agent_job.log(2)
-    assert "0 bytes to download" in log
-    assert "start_step=12 resume_from=" in log and "step=11 " not in log and "step=15 loss=" in log
+    assert "0 bytes to download" in log and "start_step=100 resume_from=" in log
+    assert steps_in(log) == list(range(100, 110))
     manifest = agent_job.manifest()
-    assert [(c.step, c.attempt) for c in manifest.checkpoints] == [(7, 1), (11, 1), (15, 2)]
+    assert [(c.step, c.attempt) for c in manifest.checkpoints] == [(89, 1), (99, 1), (109, 2)]

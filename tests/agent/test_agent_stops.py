@@ -8,9 +8,9 @@ import re
 import time
 
 from orchestrator.contract import Control, Outcome
-from tests.agent.conftest import AgentJob
+from tests.agent.conftest import LIGHT, AgentJob
 
-LONG = "python train.py --steps 5000"
+LONG = f"python train.py --steps 100000 {LIGHT}"
 
 
 def wait_for_step(job: AgentJob, attempt: int, step: int, timeout: float = 60.0) -> None:

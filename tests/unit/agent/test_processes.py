@@ -47,17 +47,20 @@ def test_stop_reaches_grandchildren_in_other_sessions_even_after_their_parent_is
 
 def test_a_crashed_agents_training_is_found_again_by_its_record(tmp_path: Path) -> None:
     process = Launched([sys.executable, "-c", SPAWNER, str(tmp_path / "child.pid")], tmp_path, dict(os.environ),
-                       tmp_path / "run.log")
+                       tmp_path / "run.log", record=tmp_path / "training.pid")
     child = int(wait_for_file(tmp_path / "child.pid"))
-    record = process.pid_record
-    assert kill_recorded(record, grace=2)
+    process.poll()
+    record = (tmp_path / "training.pid").read_text()
+    assert str(child) in record and str(process.popen.pid) in record
+    os.kill(process.popen.pid, signal.SIGKILL)  # the parent is gone before the next agent looks
     process.popen.wait()
+    assert kill_recorded(record, grace=2)
     assert not alive(child)
     assert not kill_recorded(record)  # gone: nothing to do, and a recycled pid would not match its start time
 
 
 def test_the_tree_never_adopts_unrelated_processes(tmp_path: Path) -> None:
-    tree = ProcessTree(os.getpid())
+    tree = ProcessTree.of(os.getpid())
     tree.refresh()
     assert all(pid == os.getpid() or alive(pid) for pid in tree.known)
     assert os.getppid() not in tree.known
