@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -59,6 +60,8 @@ class StsKeys:
             with urllib.request.urlopen(self._url, timeout=15) as resp:  # honours HTTP_PROXY (the emulator)
                 doc = CredentialsDoc.model_validate_json(resp.read())
         except Exception as exc:  # any failure: keep what we have, and say so without the URL (it is a secret)
+            if isinstance(exc, urllib.error.HTTPError):
+                exc.close()
             log.warning("could not fetch new credentials (%s); keeping the current ones", type(exc).__name__)
             return self._current
         self._current = _static(doc.keys)

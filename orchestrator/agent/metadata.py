@@ -30,6 +30,7 @@ class Metadata:
             with self._opener.open(self.base_url + path, timeout=self.timeout) as resp:
                 return bytes(resp.read()).decode().strip()
         except urllib.error.HTTPError as exc:
+            exc.close()
             if exc.code == 404:
                 return None
             raise MetadataError(f"metadata {path}: HTTP {exc.code}") from exc

@@ -1,0 +1,83 @@
+"""Credentials that renew themselves, and what the agent does to its proxy settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from orchestrator.agent import cloud
+from orchestrator.agent.cloud import RoleKeys, StsKeys, bypass_proxy_for
+from orchestrator.contract import CredentialsDoc, TemporaryKeys
+from orchestrator.providers.tencent._sdk import RefreshingCredential
+
+
+def keys(n: int, expires_at: float) -> TemporaryKeys:
+    return TemporaryKeys(secret_id=f"AKID{n}", secret_key=f"key{n}", token=f"token{n}", expires_at=int(expires_at))
+
+
+@pytest.fixture
+def credentials_server() -> Iterator[tuple[str, list[TemporaryKeys | None]]]:
+    """Serves credentials.json as a presigned URL would; the test sets what it holds (None: a 503)."""
+    held: list[TemporaryKeys | None] = [None]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            doc = held[0]
+            if doc is None:
+                self.send_response(503)
+                self.end_headers()
+                return
+            body = CredentialsDoc(keys=doc).model_dump_json().encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/cvmjob/j/attempts/1/credentials.json?sign=x", held
+    server.shutdown()
+    server.server_close()
+
+
+def test_sts_keys_start_from_agent_json_and_renew_from_the_credentials_url(
+        credentials_server: tuple[str, list[TemporaryKeys | None]], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, held = credentials_server
+    monkeypatch.setattr(cloud, "_REFETCH_SECONDS", 0.0)
+    cred = RefreshingCredential(StsKeys(keys(1, time.time() + 60), url), margin_seconds=300)
+    assert cred.get_credential_info() == ("AKID1", "key1", "token1")  # near expiry: the URL is tried, 503: kept
+    held[0] = keys(2, time.time() + 7200)
+    assert cred.get_credential_info() == ("AKID2", "key2", "token2")
+    held[0] = keys(3, time.time() + 7200)
+    assert cred.secret_id == "AKID2"  # fresh for two hours: no fetch
+
+
+def test_role_keys_come_from_the_metadata_service() -> None:
+    class Metadata:
+        def get(self, path: str) -> str | None:
+            if path == "cam/security-credentials/":
+                return "cvmjob-train"
+            assert path == "cam/security-credentials/cvmjob-train"
+            return json.dumps({"TmpSecretId": "AKIDr", "TmpSecretKey": "k", "Token": "t",
+                               "ExpiredTime": int(time.time()) + 7200, "Code": "Success"})
+
+    cred = RefreshingCredential(RoleKeys(Metadata(), None))  # type: ignore[arg-type]
+    assert cred.get_credential_info() == ("AKIDr", "k", "t")
+
+
+def test_the_cos_endpoint_bypasses_the_instance_proxy_in_both_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "example.com")
+    monkeypatch.delenv("no_proxy", raising=False)
+    bypass_proxy_for("127.0.0.1:9000")
+    bypass_proxy_for("127.0.0.1:9000")
+    assert os.environ["NO_PROXY"] == "example.com,127.0.0.1,127.0.0.1:9000"
+    assert os.environ["no_proxy"] == "127.0.0.1,127.0.0.1:9000"

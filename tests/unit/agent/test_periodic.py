@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from orchestrator.agent.heartbeat import Heartbeat
+from orchestrator.agent.periodic import Periodic
+from orchestrator.agent.status import StatusBoard
+from orchestrator.contract import Phase, Status
+from orchestrator.providers.tencent import errors
+from tests.unit.agent.fakes import MemoryStore
+
+
+def test_a_failing_heartbeat_is_logged_once_and_the_next_beat_goes_out(caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    board = StatusBoard(2, 1, "ins-1")
+    beat = Periodic("heartbeat", 60, Heartbeat(board, store, "status.json", lambda: []).tick)  # type: ignore[arg-type]
+    store.fail_next += [errors.TransientError("InternalError", "COS is down")] * 2
+    with caplog.at_level(logging.WARNING):
+        assert not beat.run_once()
+        assert not beat.run_once()
+    assert [r.getMessage() for r in caplog.records] == ["heartbeat: InternalError: COS is down"]
+    board.set_phase(Phase.TRAINING)
+    board.set_progress(12, 0.25)
+    assert beat.run_once()
+    status = Status.model_validate(store.get_json("status.json"))
+    assert (status.phase, status.step, status.loss, status.seq, status.node_rank) == (Phase.TRAINING, 12, 0.25, 3, 1)
+
+
+def test_a_phase_change_wakes_the_heartbeat_thread_at_once() -> None:
+    store = MemoryStore()
+    board = StatusBoard(1, 0, "ins-1")
+    beat = Periodic("heartbeat", 60, Heartbeat(board, store, "status.json", lambda: []).tick,  # type: ignore[arg-type]
+                    wake=board.changed).start()
+    try:
+        deadline = time.monotonic() + 5
+        while store.get_json("status.json") is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        board.set_phase(Phase.SYNCING)
+        while store.get_json("status.json")["phase"] != "syncing":
+            assert time.monotonic() < deadline, "the phase change waited for the next beat"
+            time.sleep(0.01)
+    finally:
+        beat.stop()
