@@ -76,8 +76,8 @@ class AgentJob:
     def state(self) -> ObjectStore:
         return ObjectStore(self.sdk, STATE_BUCKET)
 
-    def config(self, attempt: int, *, command: str, extra_files: dict[str, str] | None = None,
-               **spec_overrides: Any) -> AgentConfig:
+    def config(self, attempt: int, *, command: str, extra_files: dict[str, str] | None = None, node_rank: int = 0,
+               nnodes: int = 1, **spec_overrides: Any) -> AgentConfig:
         spec = yaml.safe_load((QUICKSTART / "job.yaml").read_text())
         spec["train"]["command"] = command
         for section, values in spec_overrides.items():
@@ -87,7 +87,7 @@ class AgentJob:
         keys = federation_token(self.sdk, "cvmjob-agent", self.emulator.appid, [
             Grant(STATE_BUCKET, self.layout.prefix, write=True), Grant(DATA_BUCKET, DATA_PREFIX, write=False)])
         return AgentConfig(
-            job_id=self.job_id, job_name="quickstart", attempt=attempt, node_rank=0, nnodes=1,
+            job_id=self.job_id, job_name="quickstart", attempt=attempt, node_rank=node_rank, nnodes=nnodes,
             state=Location(bucket=STATE_BUCKET, prefix=self.layout.prefix),
             checkpoints=Location(bucket=STATE_BUCKET, prefix=self.layout.checkpoints_prefix),
             outputs=Location(bucket=STATE_BUCKET, prefix=self.layout.outputs_prefix),
@@ -125,30 +125,30 @@ class AgentJob:
         boot(self.emulator, self.cvm, instance_id)
         return instance_id
 
-    def home(self, instance_id: str, attempt: int) -> Path:
+    def home(self, instance_id: str, attempt: int, node: int = 0) -> Path:
         system = Path(admin_instance(self.emulator, instance_id)["system"])
-        return system / "opt" / "cvmjob" / self.job_id / f"a{attempt}-n0"
+        return system / "opt" / "cvmjob" / self.job_id / f"a{attempt}-n{node}"
 
-    def status(self, attempt: int) -> dict[str, Any] | None:
-        doc: dict[str, Any] | None = self.state.get_json(self.layout.status(attempt, 0))
+    def status(self, attempt: int, node: int = 0) -> dict[str, Any] | None:
+        doc: dict[str, Any] | None = self.state.get_json(self.layout.status(attempt, node))
         return doc
 
-    def wait_result(self, instance_id: str, attempt: int, timeout: float = 60.0) -> Result:
+    def wait_result(self, instance_id: str, attempt: int, node: int = 0, timeout: float = 60.0) -> Result:
         deadline = time.monotonic() + timeout
-        while self.state.head(self.layout.result(attempt, 0)) is None:
+        while self.state.head(self.layout.result(attempt, node)) is None:
             if time.monotonic() > deadline:
-                home = self.home(instance_id, attempt)
+                home = self.home(instance_id, attempt, node)
                 logs = [home / "agent.log", home.parents[3] / "var/log/cloud-init-output.log"]
                 tails = "\n".join(f"--- {p}\n{p.read_text()[-3000:]}" for p in logs if p.exists())
                 raise AssertionError(f"no result.json for attempt {attempt} within {timeout} s\n{tails}")
             time.sleep(0.3)
-        return Result.model_validate(self.state.get_json(self.layout.result(attempt, 0)))
+        return Result.model_validate(self.state.get_json(self.layout.result(attempt, node)))
 
     def manifest(self) -> Manifest:
         return Manifest.model_validate(self.state.get_json(self.layout.checkpoints_prefix + "manifest.json"))
 
-    def log(self, attempt: int) -> str:
-        chunks = sorted(o.key for o in self.state.iter_objects(self.layout.logs_prefix(attempt, 0)))
+    def log(self, attempt: int, node: int = 0) -> str:
+        chunks = sorted(o.key for o in self.state.iter_objects(self.layout.logs_prefix(attempt, node)))
         return "".join((self.state.get_bytes(k) or b"").decode() for k in chunks)
 
 
