@@ -20,6 +20,8 @@ Rules the agent relies on:
   even though SIGUSR1 reaches the ranks at slightly different moments. Call it on every rank at every step.
 - After a stop the script should exit without writing final outputs; the agent that asked for the checkpoint
   ends the attempt (preempted or cancelled) whatever the exit code.
+- When torchrun restarts the workers of a single node in place (``--max-restarts``), ``restore`` resumes from the
+  newest checkpoint in the folder rather than the one the attempt started from.
 - Without the agent (no CVMJOB_* variables) everything still works: checkpoints go to ./checkpoints and
   progress reports are dropped.
 
@@ -114,13 +116,26 @@ class Checkpointer:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signalled = True
 
+    def resume_path(self) -> Path | None:
+        """The checkpoint to start from: $CVMJOB_RESUME_FROM, or a newer one of this node's folder after torchrun
+        restarted the workers in place (--max-restarts: its environment, and so CVMJOB_RESUME_FROM, is the one of
+        the first start). Only on a single node, where every rank sees the same folder and picks the same one."""
+        chosen = Path(self.resume_from) if self.resume_from else None
+        env = os.environ
+        if int(env.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and env.get("LOCAL_WORLD_SIZE") == env.get("WORLD_SIZE"):
+            local = [(step, p) for p in self.directory.glob("step-*") if (step := checkpoint_step(p.name)) is not None]
+            newest = max(local, default=None, key=lambda found: found[0])
+            if newest is not None and (chosen is None or newest[0] > (checkpoint_step(chosen.name) or -1)):
+                chosen = newest[1]
+        return chosen
+
     def restore(self, default: T) -> tuple[int, T]:
-        """(first step to run, state): from the restored checkpoint, or (0, default) on a fresh start."""
-        if not self.resume_from:
+        """(first step to run, state): from the checkpoint resume_path() names, or (0, default)."""
+        path = self.resume_path()
+        if path is None:
             return 0, default
         import torch
 
-        path = Path(self.resume_from)
         step = checkpoint_step(path.name)
         if step is None:
             raise ValueError(f"{TrainingEnv.RESUME_FROM.value}={path} is not named step-<N>")

@@ -42,7 +42,7 @@ from .retry import retrying
 from .spot import SpotWatcher
 from .status import StatusBoard
 from .stop import StopSignal
-from .supervisor import Supervisor, TrainingEnd
+from .supervisor import UPLOAD_MARGIN_SECONDS, Supervisor, TrainingEnd
 from .sync import DataEntry, sync_data
 from .uploader import CheckpointUploader
 from .workdir import prepare_workdir, run_setup
@@ -237,7 +237,8 @@ class Attempt:
 
     def _after_training(self, end: TrainingEnd, uploader: CheckpointUploader, folders: Folders) -> TrainingEnd:
         request = self.stop.current
-        deadline = request.deadline if request is not None else time.monotonic() + AFTER_TRAINING_UPLOAD_SECONDS
+        deadline = request.deadline - UPLOAD_MARGIN_SECONDS if request is not None \
+            else time.monotonic() + AFTER_TRAINING_UPLOAD_SECONDS
         if end.outcome in (Outcome.SUCCEEDED, Outcome.CANCELLED):
             self.board.set_phase(Phase.UPLOADING)
         if not uploader.drain(deadline):

@@ -71,10 +71,6 @@ def _is_simple(command: str) -> bool:
         return False
 
 
-def uses_torchrun(command: str) -> bool:
-    return _PYTHON.fullmatch(command) is not None and _is_simple(command)
-
-
 def shell_line(command: str, topology: Topology) -> str:
     """The bash line for the command (see the module docstring for the rule)."""
     match = _PYTHON.fullmatch(command)

@@ -24,11 +24,6 @@ class StatusBoard:
     def set_phase(self, phase: Phase, message: str = "") -> None:
         self._update(wake=True, phase=phase, message=message)
 
-    @property
-    def phase(self) -> Phase:
-        with self._lock:
-            return self._status.phase
-
     def set_progress(self, step: int, loss: float | None) -> None:
         self._update(step=step, loss=loss)
 

@@ -63,3 +63,24 @@ def test_a_request_on_one_rank_makes_every_rank_save_and_stop_at_the_same_step(t
     resumed = torchrun(tmp_path, steps=8, resume_from=str(tmp_path / "ckpt" / "step-00000005"))
     assert "rank=0 start=6 last=7 stopped=False w=8" in resumed  # no step repeated, none skipped
     assert json.loads((tmp_path / "progress.json").read_text())["stopped"] is False
+
+
+def test_after_an_in_place_restart_a_single_node_resumes_from_its_newest_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from orchestrator import trainkit
+
+    for step in (3, 5, 9):
+        (tmp_path / f"step-{step:08d}").mkdir()
+        torch.save({"step": torch.tensor(step)}, tmp_path / f"step-{step:08d}" / "state.pt")
+    monkeypatch.setenv("CVMJOB_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("CVMJOB_RESUME_FROM", str(tmp_path / "step-00000003"))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert trainkit.Checkpointer().restore({})[0] == 4  # the first start: what the agent restored
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    start, state = trainkit.Checkpointer().restore({})
+    assert (start, int(state["step"])) == (10, 9)
+    monkeypatch.setenv("WORLD_SIZE", "4")  # two nodes: the other one has no such folder, so no guessing
+    assert trainkit.Checkpointer().restore({})[0] == 4
