@@ -13,7 +13,6 @@ from . import embedded
 from .contract import JobLayout, Manifest, Result, Status
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
-from .lifecycle.reconcile import drive
 from .lifecycle.settings import settings_to_json
 from .plan.models import BILLING_TO_CHARGE, Plan
 from .plan.planner import ON_DEMAND, Facts, PlanError, PublicImage, make_plan
@@ -169,13 +168,6 @@ def find_job(store: Store, ref: str) -> JobRecord:
         ids = ", ".join(j.job_id for j in matches[:5])
         raise JobNotFound(f"{ref!r} matches several jobs ({ids}); give more of the id")
     return matches[0]
-
-
-def run_job(store: Store, job_id: str, **kwargs: object) -> JobRecord:
-    try:
-        return drive(store, job_id, **kwargs)  # type: ignore[arg-type]
-    finally:
-        release_embedded(store)
 
 
 def release_embedded(store: Store) -> None:

@@ -34,9 +34,11 @@ class Archive:
     sha256: str
 
 
-def workdir_files(root: Path) -> list[Path]:
-    """Files under ``root`` that git would not ignore, as paths relative to root, sorted."""
+def workdir_files(root: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
+    """Files under ``root`` that git would not ignore, as paths relative to root, sorted. Directories in
+    ``exclude`` (cvmjob's own home, say, when it lies inside the workdir) are skipped whole."""
     out: list[Path] = []
+    excluded = {p.resolve() for p in exclude}
     specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
@@ -53,13 +55,19 @@ def workdir_files(root: Path) -> list[Path]:
                         return True
             return False
 
-        dirnames[:] = sorted(d for d in dirnames if d not in _ALWAYS_EXCLUDED and not ignored(rel_dir / d, is_dir=True))
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if d not in _ALWAYS_EXCLUDED
+            and (here / d).resolve() not in excluded
+            and not ignored(rel_dir / d, is_dir=True)
+        )
         out.extend(rel_dir / f for f in sorted(filenames) if not ignored(rel_dir / f, is_dir=False))
     return sorted(p for p in out if (root / p).is_file() and not (root / p).is_symlink())
 
 
-def workdir_archive(root: Path, dest: Path) -> Archive:
-    files = workdir_files(root)
+def workdir_archive(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> Archive:
+    files = workdir_files(root, exclude)
     size = 0
     # mtime=0 in the gzip header and fixed member metadata: same tree, same bytes.
     with (

@@ -21,7 +21,7 @@ from .. import api
 from ..home import state_db
 from ..lifecycle.execute import owner
 from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
-from ..lifecycle.reconcile import Controls
+from ..lifecycle.reconcile import Controls, drive
 from ..plan.planner import PlanError
 from ..providers.tencent.errors import CloudError
 from ..spec import JobSpec, SpecError
@@ -138,7 +138,7 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        job = api.run_job(
+        job = drive(
             store,
             job_id,
             controls=controls,
@@ -154,6 +154,7 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
 
 def _finish(store: Store, job: Any, output: str) -> None:
     view = api.agent_view(job)
+    api.release_embedded(store)  # after reading the agents' last words from it
     events = store.events(job.job_id)
     if output == "json":
         render.print_json(render.job_json(job, events, store.nodes(job.job_id), view))
@@ -312,27 +313,32 @@ def schema() -> None:
     sys.stdout.write(json.dumps(JobSpec.model_json_schema(), indent=2) + "\n")
 
 
+def _error(message: str) -> None:
+    """One plain line per problem on stderr: no wrapping, no markup, no traceback."""
+    sys.stderr.write("".join(f"error: {line}\n" for line in message.splitlines() or [message]))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors exit 2 (typer), the project's errors are one line each with their exit code."""
     try:
         app(args=argv)
     except (SpecError, PlanError) as exc:
-        render.err.print(f"error: {exc}", markup=False)
+        _error(str(exc))
         sys.exit(EXIT_BAD_INPUT)
     except api.JobNotFound as exc:
-        render.err.print(f"error: {exc}", markup=False)
+        _error(str(exc))
         sys.exit(EXIT_BAD_INPUT)
     except Abort as exc:
-        render.err.print(f"error: {exc}", markup=False)
+        _error(str(exc))
         sys.exit(exc.code)
     except TargetError as exc:
-        render.err.print(f"error: {exc}", markup=False)
+        _error(str(exc))
         sys.exit(EXIT_CLOUD_ERROR)
     except (LeaseHeld, FencedOut) as exc:
-        render.err.print(f"error: {exc}. `cvmjob resume --force` takes over if that controller is gone")
+        _error(f"{exc}. `cvmjob resume --force` takes over if that controller is gone")
         sys.exit(EXIT_CLOUD_ERROR)
     except CloudError as exc:
-        render.err.print(f"error: the cloud refused: {exc}")
+        _error(f"the cloud refused: {exc}")
         sys.exit(EXIT_CLOUD_ERROR)
     except KeyboardInterrupt:
         sys.exit(EXIT_CODES[JobState.CANCELLED])

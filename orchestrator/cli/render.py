@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -15,8 +16,9 @@ from ..lifecycle.machine import EXIT_CODES, JobState
 from ..lifecycle.observation import Observation
 from ..state.store import Event, JobRecord, NodeRecord
 
-console = Console(stderr=False, highlight=False)
-err = Console(stderr=True, highlight=False)
+# Lines are never wrapped (logs and CI read them); tables take the terminal's width, or 120 columns when piped.
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def when(ts: float | None) -> str:
@@ -226,5 +228,5 @@ def summary(job: JobRecord, events: list[Event], view: AgentView | None) -> None
         console.print(f"  reason         {job.reason}")
         if view is not None and view.result is not None and view.result.log_tail:
             console.print("  last log lines:")
-            for line in view.result.log_tail.splitlines()[-20:]:
+            for line in view.result.log_tail.splitlines():
                 console.print(f"    {line}", markup=False)

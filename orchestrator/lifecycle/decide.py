@@ -316,7 +316,7 @@ def _keeping(
     plan: Plan,
 ) -> list[Action]:
     if job.cancel_requested or job.keep_until is None or obs.now >= job.keep_until:
-        return [Move(S.TEARING_DOWN, "keep period over", outcome=job.outcome)]
+        return [Move(S.TEARING_DOWN, job.reason, outcome=job.outcome)]  # the failure stays the reason
     return [Wait(min(30.0, job.keep_until - obs.now), "kept for inspection")]
 
 

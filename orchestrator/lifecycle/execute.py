@@ -32,6 +32,7 @@ from ..contract import (
     Location,
     TemporaryKeys,
 )
+from ..home import cvmjob_home
 from ..plan.models import Plan
 from ..providers.tencent import billing, compute, images, sts
 from ..providers.tencent._sdk import TencentSdk
@@ -78,6 +79,7 @@ def client_token(job_id: str, attempt: int, node: int) -> str:
 
 
 def owner() -> str:
+    """Who drives jobs from this machine: the value of the ``cvmjob:owner`` tag (gc judges only its own)."""
     return f"{os.environ.get('USER', 'user')}@{socket.gethostname()}"[:63]
 
 
@@ -119,7 +121,11 @@ class Executor:
         layout = self.layout
         retrying(lambda: self.state.put_json(layout.spec, self.spec.model_dump(mode="json")))
         with tempfile.TemporaryDirectory(prefix="cvmjob-bundle-") as tmp:
-            archive = bundle.workdir_archive((self.source_dir / self.spec.workdir).resolve(), Path(tmp) / "w.tgz")
+            # Never ship cvmjob's own state (it may sit inside the workdir): reading the live SQLite file from
+            # this process would also drop the process's locks on it.
+            archive = bundle.workdir_archive(
+                (self.source_dir / self.spec.workdir).resolve(), Path(tmp) / "w.tgz", exclude=(cvmjob_home(),)
+            )
             self.emit("stage", f"workdir: {archive.files} files, {archive.size / 1e6:.1f} MB")
             retrying(lambda: self.state.upload_file(archive.path, layout.workdir_archive))
             wheel = bundle.agent_wheel(Path(tmp))

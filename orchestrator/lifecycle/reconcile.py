@@ -5,6 +5,7 @@ A restarted controller calls the same function: everything it needs is in the st
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -36,6 +37,24 @@ class Controls:
     teardown_now: threading.Event = field(default_factory=threading.Event)  # skip the graceful cancel
 
 
+def _holder_is_dead(store: Store, job_id: str) -> bool:
+    """A lease held by a process of this machine that no longer exists (kill -9, power loss of the laptop) need
+    not be waited out: the pid is part of the holder's name."""
+    job = store.get(job_id)
+    if job is None or not job.lease_owner:
+        return False
+    parts = job.lease_owner.split("/")
+    if len(parts) != 3 or parts[0] != owner() or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return int(parts[1]) == os.getpid()
+
+
 def drive(
     store: Store,
     job_id: str,
@@ -47,8 +66,8 @@ def drive(
     on_round: Callable[[JobRecord, Observation | None], None] | None = None,
 ) -> JobRecord:
     controls = controls or Controls()
-    me = f"{owner()}/{uuid.uuid4().hex[:8]}"
-    token = store.acquire(job_id, me, LEASE_SECONDS, now(), force=force_lease)
+    me = f"{owner()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+    token = store.acquire(job_id, me, LEASE_SECONDS, now(), force=force_lease or _holder_is_dead(store, job_id))
     job = store.get(job_id)
     assert job is not None
     target = reconnect(Target.from_json(job.cloud))

@@ -9,6 +9,7 @@ compare-and-set on the current state and checked against the machine's table.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -131,6 +132,8 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._local = threading.local()
+        if not path.exists():
+            _create_wal_database(path)
         with self._tx() as db:
             db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
             applied = {r["name"] for r in db.execute("SELECT name FROM migrations")}
@@ -145,7 +148,6 @@ class Store:
         if db is None:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA synchronous=FULL")  # a persisted intent must survive power loss
             self._local.db = db
@@ -373,6 +375,27 @@ class Store:
                 f"INSERT OR REPLACE INTO images ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
                 tuple(getattr(image, n) for n in names),
             )
+
+
+def _create_wal_database(path: Path) -> None:
+    """Create the file already in WAL mode, then move it into place atomically.
+
+    Switching a shared file to WAL while another process opens it can leave that process writing to a WAL
+    file the other has deleted (its writes are then invisible to everyone else). A database that is born in WAL
+    mode never switches: the mode is persistent in its header."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    db = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    finally:
+        db.close()
+    try:
+        os.link(tmp, path)  # fails if another process won the race: use theirs
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
 
 
 def _statements(script: str) -> list[str]:

@@ -1,0 +1,166 @@
+"""`cvmjob run` through its whole life on the emulator: the quickstart, a failing training, bad specs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tencentcloud.billing.v20180709 import billing_client
+from tencentcloud.billing.v20180709 import models as billing_models
+from tencentcloud.common import credential
+from tencentcloud.cvm.v20170312 import cvm_client
+from tencentcloud.cvm.v20170312 import models as cvm_models
+
+from orchestrator.lifecycle.machine import EXIT_BAD_INPUT, EXIT_CODES, JobState
+from tests.e2e.conftest import E2E_SECRET_KEY, QUICKSTART, REGION, Cli, cos_keys
+from tests.emulator.conftest import profile
+
+pytestmark = pytest.mark.e2e
+
+PHASES = ["PENDING", "STAGING", "LAUNCHING", "BOOTING", "RUNNING", "IMAGING", "TEARING_DOWN", "SUCCEEDED"]
+
+
+def balance_fen(cli: Cli) -> int:
+    client = billing_client.BillingClient(
+        credential.Credential(cli.emulator.secret_id, cli.emulator.secret_key), REGION, profile(cli.emulator)
+    )
+    return int(client.DescribeAccountBalance(billing_models.DescribeAccountBalanceRequest()).Balance)
+
+
+def cvm(cli: Cli) -> cvm_client.CvmClient:
+    return cvm_client.CvmClient(
+        credential.Credential(cli.emulator.secret_id, cli.emulator.secret_key), REGION, profile(cli.emulator)
+    )
+
+
+def test_quickstart_runs_its_whole_life(cli: Cli) -> None:
+    before = balance_fen(cli)
+    result = cli.run("run", str(QUICKSTART), "--output", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = json.loads(result.stdout)
+    job_id = job["job_id"]
+    assert job["state"] == "SUCCEEDED" and job["exit_code"] == 0
+
+    # every phase, in order, with timestamps
+    phases = job["phases"]
+    assert [p["state"] for p in phases] == PHASES
+    assert all(p["entered_at"] > 0 for p in phases)
+    assert all(a["entered_at"] <= b["entered_at"] for a, b in zip(phases, phases[1:], strict=False))
+
+    # COS holds the checkpoints, the manifest (written last) and the outputs
+    keys = cos_keys(cli.emulator, "cvmjob-1250000000", f"cvmjob/{job_id}/")
+    manifest_key = f"cvmjob/{job_id}/checkpoints/manifest.json"
+    assert manifest_key in keys
+    assert any(k.startswith(f"cvmjob/{job_id}/checkpoints/step-") for k in keys)
+    assert any(k.startswith(f"cvmjob/{job_id}/outputs/") for k in keys)
+    assert job["checkpoints"] and job["checkpoints"][-1]["step"] == 59  # index of the last of 60 steps
+
+    # the custom image exists and is NORMAL
+    image_id = job["image_id"]
+    request = cvm_models.DescribeImagesRequest()
+    request.ImageIds = [image_id]
+    images = cvm(cli).DescribeImages(request).ImageSet
+    assert [(i.ImageId, i.ImageState) for i in images] == [(image_id, "NORMAL")]
+
+    # no instance remains
+    request = cvm_models.DescribeInstancesRequest()
+    flt = cvm_models.Filter()
+    flt.Name, flt.Values = "tag:cvmjob:job", [job_id]
+    request.Filters = [flt]
+    assert cvm(cli).DescribeInstances(request).TotalCount == 0
+    assert no_instance_left(cli)
+
+    # the bill is recorded and is what the account paid
+    assert job["cost_cny"] > 0
+    assert before - balance_fen(cli) == round(job["cost_cny"] * 100)
+
+    # the long-term SecretKey is nowhere: not in UserData, COS objects, logs or the state store
+    assert_secret_absent(cli, job_id)
+
+
+def no_instance_left(cli: Cli) -> bool:
+    """Every instance the emulator ever ran is released and its processes are dead."""
+    return all(i["state"] == "TERMINATED" and not i["alive"] for i in cli.emulator.admin.instances())
+
+
+def assert_secret_absent(cli: Cli, job_id: str) -> None:
+    from tests.emulator.conftest import make_cos
+
+    client = make_cos(cli.emulator)
+    for bucket in ("cvmjob-1250000000", "cvmjob-examples-1250000000"):
+        for key in cos_keys(cli.emulator, bucket):
+            body = client.get_object(Bucket=bucket, Key=key)["Body"].get_raw_stream().read()
+            assert E2E_SECRET_KEY.encode() not in body, f"cos://{bucket}/{key}"
+    roots = [cli.home, cli.emulator.state_dir / "instances", cli.emulator.state_dir / "state.json"]
+    for root in roots:
+        paths = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
+        for path in paths:
+            assert E2E_SECRET_KEY.encode() not in path.read_bytes(), path
+    logs = cli.run("logs", job_id)
+    assert logs.returncode == 0 and E2E_SECRET_KEY not in logs.stdout
+    assert "step=" in logs.stdout  # the training's log was shipped
+
+
+def failing_job(tmp_path: Path, keep: bool = False) -> Path:
+    tmp_path = tmp_path / "job"
+    tmp_path.mkdir()
+    (tmp_path / "fail.py").write_text(
+        "import sys\nprint('about to fail', flush=True)\nprint('boom: the loss went NaN', flush=True)\nsys.exit(3)\n"
+    )
+    teardown = "teardown: {on_failure: keep, keep_for: 10m}\n" if keep else ""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: failing\nregion: ap-guangzhou\ninstance: {type: S5.MEDIUM4}\n"
+        "train: {command: python fail.py, cpu_nproc: 1}\nlimits: {max_runtime: 20m}\n" + teardown
+    )
+    return spec
+
+
+def test_a_failing_training_exits_with_its_code_shows_the_log_and_leaves_nothing(cli: Cli, tmp_path: Path) -> None:
+    result = cli.run("run", str(failing_job(tmp_path)))
+    assert result.returncode == EXIT_CODES[JobState.FAILED], result.stdout + result.stderr
+    assert "boom: the loss went NaN" in result.stdout  # the log tail is shown
+    status = cli.status()
+    assert status["state"] == "FAILED" and status["image_id"] is None
+    assert no_instance_left(cli)
+    assert cli.emulator.admin.calls(action="CreateImage") == []
+
+
+def test_a_failed_instance_can_be_kept_then_is_destroyed(cli: Cli, tmp_path: Path) -> None:
+    process = cli.start("run", str(failing_job(tmp_path, keep=True)))
+    try:
+        status = cli.wait_for(lambda s: s["state"] == "KEEPING")
+        assert [i["state"] for i in cli.emulator.admin.instances()] == ["RUNNING"]
+        assert cli.run("cancel", status["job_id"]).returncode == 0  # ends the keep period early
+        assert process.wait(timeout=120) == EXIT_CODES[JobState.FAILED], cli.output()
+    finally:
+        process.kill()
+        process.wait()
+    assert no_instance_left(cli)
+
+
+BAD_SPECS = {
+    "misspelt field": (["--set", "trian.command=python x.py"], "trian", "did you mean 'train'?"),
+    "unknown instance type": (["--set", "instance.type=GN7.2XLARGE23"], "instance.type", "GN7.2XLARGE32"),
+    "malformed COS URI": (["--set", "data.0.source=s3://bucket/x/"], "data.0.source", "cos://"),
+    "missing bucket": (
+        ["--set", "data.0.source=cos://missing-1250000000/x/", "--set", "data.0.emulator_seed=null"],
+        "data.0.source",
+        "missing-1250000000 does not exist",
+    ),
+    "negative count": (["--set", "train.nnodes=-1"], "train.nnodes", "allowed: 1..64"),
+    "vGPU type for a full-GPU job": (["--set", "instance.type=GN7.2XLARGE40"], "instance", "GN7.2XLARGE32"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SPECS))
+def test_bad_specs_fail_with_one_clear_error_and_create_nothing(cli: Cli, case: str) -> None:
+    overrides, path, hint = BAD_SPECS[case]
+    result = cli.run("run", str(QUICKSTART), *overrides, timeout=120)
+    assert result.returncode == EXIT_BAD_INPUT, result.stdout + result.stderr
+    error = result.stderr.strip()
+    assert error.startswith("error:") and "Traceback" not in error
+    assert path in error and hint in error, error
+    assert len(error.splitlines()) == 1, error
+    assert cli.emulator.admin.calls(action="RunInstances") == []
