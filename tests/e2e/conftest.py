@@ -47,7 +47,7 @@ class Cli:
 
     def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            self.argv(*args), env=self.env(), capture_output=True, text=True, timeout=timeout, cwd=REPO
+            self.argv(*args), env=self.env(), capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
         )
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:

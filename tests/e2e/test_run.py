@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_quickstart_runs_its_whole_life(cli: Cli) -> None:
     phases = job["phases"]
     assert [p["state"] for p in phases] == PHASES
     assert all(p["entered_at"] > 0 for p in phases)
-    assert all(a["entered_at"] <= b["entered_at"] for a, b in zip(phases, phases[1:], strict=False))
+    assert all(a["entered_at"] <= b["entered_at"] for a, b in itertools.pairwise(phases))
 
     # COS holds the checkpoints, the manifest (written last) and the outputs
     keys = cos_keys(cli.emulator, "cvmjob-1250000000", f"cvmjob/{job_id}/")
