@@ -205,7 +205,7 @@ def status(
         record = jobs[0]
     else:
         record = api.find_job(store, job)
-    view = None if record.state.is_terminal() else api.agent_view(record)
+    view = api.agent_view(record)
     events, nodes = store.events(record.job_id), store.nodes(record.job_id)
     if output == "json":
         render.print_json(render.job_json(record, events, nodes, view))

@@ -1,0 +1,60 @@
+"""Ctrl-C, SIGTERM and kill -9 of the controller: graceful cancel with nothing leaked, and resume."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+
+from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from tests.e2e.conftest import QUICKSTART, Cli
+from tests.e2e.test_run import no_instance_left
+
+pytestmark = pytest.mark.e2e
+
+LONGER = ("--set", "train.command=python train.py --steps 400")
+
+
+def training(status: dict[str, Any]) -> bool:
+    agent = status.get("agent") or {}
+    return status["state"] == "RUNNING" and agent.get("phase") == "training" and (agent.get("step") or 0) >= 5
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_cancels_gracefully_and_leaks_nothing(cli: Cli, sig: signal.Signals) -> None:
+    process = cli.start("run", str(QUICKSTART), *LONGER)
+    try:
+        status = cli.wait_for(training)
+        process.send_signal(sig)
+        assert process.wait(timeout=180) == EXIT_CODES[JobState.CANCELLED], cli.output()
+    finally:
+        process.kill()
+        process.wait()
+    final = cli.status(status["job_id"])
+    assert final["state"] == "CANCELLED"
+    assert [p["state"] for p in final["phases"]][-3:] == ["CANCELLING", "TEARING_DOWN", "CANCELLED"]
+    assert final["checkpoints"], "the agent checkpointed before stopping"
+    assert no_instance_left(cli)
+    assert cli.emulator.admin.calls(action="CreateImage") == []
+
+
+def test_kill_9_of_the_controller_then_resume_finishes_on_the_same_instance(cli: Cli) -> None:
+    process = cli.start("run", str(QUICKSTART), "--set", "train.command=python train.py --steps 150")
+    try:
+        status = cli.wait_for(training)
+        process.kill()  # SIGKILL: no handler runs, nothing is cleaned up
+        process.wait()
+    finally:
+        process.kill()
+        process.wait()
+    job_id = status["job_id"]
+    assert cli.status(job_id)["state"] == "RUNNING"
+    resumed = cli.run("resume", job_id, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    final = cli.status(job_id)
+    assert final["state"] == "SUCCEEDED"
+    created = cli.emulator.admin.instances()
+    assert len(created) == 1, created  # no second instance (the plan's DryRun creates none)
+    assert {n["instance_id"] for n in final["nodes"]} == {status["nodes"][0]["instance_id"]}
+    assert no_instance_left(cli)
