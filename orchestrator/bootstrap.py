@@ -30,7 +30,7 @@ for i in 1 2 3 4 5 6; do
 done
 python3 -m zipfile -e agent.whl lib
 # The agent's own needs; the image provides Python 3.10+ and, for training, torch.
-python3 -c 'import pydantic, yaml, qcloud_cos, fastcrc' 2>/dev/null \\
+python3 -c 'import pydantic, yaml, qcloud_cos, fastcrc, tencentcloud.cvm' 2>/dev/null \\
   || python3 -m pip install --quiet --target lib {requirements}
 AGENT='exec python3 -m orchestrator.agent --config %q --workdir %q >>%q 2>&1'
 printf "#!/bin/bash\\ncd %q && PYTHONPATH=%q $AGENT\\n" \\
@@ -47,6 +47,10 @@ AGENT_REQUIREMENTS = (
     "pyyaml>=6,<7",
     "cos-python-sdk-v5>=1.9.44,<2",
     "tencentcloud-sdk-python-common>=3.1.195,<4",
+    "tencentcloud-sdk-python-cvm>=3.1.178,<4",
+    "tencentcloud-sdk-python-vpc>=3.1.193,<4",
+    "tencentcloud-sdk-python-sts>=3.0.1459,<4",
+    "tencentcloud-sdk-python-billing>=3.1.177,<4",
     "fastcrc>=0.3,<1",
 )
 

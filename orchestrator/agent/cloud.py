@@ -17,7 +17,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any
 
 from orchestrator.contract import AgentConfig, CredentialsDoc, TemporaryKeys
 from orchestrator.providers.tencent._sdk import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
@@ -107,17 +106,6 @@ def bypass_proxy_for(endpoint: str) -> None:
         os.environ[name] = ",".join([*entries, *(e for e in (host, endpoint) if e not in entries)])
 
 
-class _TokenSendingSdk(TencentSdk):
-    """cos-python-sdk-v5 1.9.44 signs with a CredentialInstance's keys but sends ``x-cos-security-token`` only
-    from ``CosConfig(Token=...)``, never from the instance, so temporary keys get AccessDenied. Until
-    providers/tencent/_sdk.py passes the token itself, hand the current one to the client before each call."""
-
-    def cos(self) -> Any:
-        client = super().cos()
-        client._conf._token = self.credential.token
-        return client
-
-
 class Stores:
     """ObjectStores over one SDK, by bucket (the state bucket, and data/checkpoint/output buckets)."""
 
@@ -136,6 +124,5 @@ class Stores:
 def connect(cfg: AgentConfig, metadata: Metadata) -> Stores:
     if cfg.cos.endpoint is not None:
         bypass_proxy_for(cfg.cos.endpoint)
-    sdk = _TokenSendingSdk(credential_for(cfg, metadata), cfg.cos.region, endpoint=cfg.cos.endpoint,
-                           appid=cfg.cos.appid)
+    sdk = TencentSdk(credential_for(cfg, metadata), cfg.cos.region, endpoint=cfg.cos.endpoint, appid=cfg.cos.appid)
     return Stores(sdk)

@@ -1,8 +1,11 @@
 """An instance's processes: one process group per boot, signalled as a whole, every member reaped.
 
 A boot starts its script as the leader of a new session (``start_new_session=True``), so everything the script
-starts shares its process group unless it calls ``setsid`` itself. Powering an instance off (terminate, stop,
-reclaim, emulator shutdown) signals the whole group: SIGTERM, then SIGKILL once a grace period has passed.
+starts shares its process group unless it starts a session of its own: torchrun does, for each worker. A real
+power-off takes those too, so an instance's processes are its group *and* every process whose environment carries
+the instance's marker (its ``TENCENTCLOUD_EMULATOR_ROOT``, inherited by every descendant). Powering an instance
+off (terminate, stop, reclaim, emulator shutdown) signals all of them: SIGTERM, then SIGKILL once a grace period
+has passed.
 
 Reaping: the emulator makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, Linux). A daemon left
 behind by an instance's script is then re-parented to the emulator instead of PID 1, which in containers often
@@ -56,11 +59,27 @@ def group_members(pgids: Iterable[int]) -> dict[int, list[tuple[int, str]]]:
     return found
 
 
-class ProcessGroup:
-    """One boot of one instance: the leader's Popen and the group it leads."""
+def marked_pids(marker: bytes) -> list[int]:
+    """Live processes whose environment holds ``marker`` (zombies have an empty environ and never match)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = Path(entry.path, "environ").read_bytes()
+        except OSError:  # exited while we looked, or not ours to read
+            continue
+        if marker in environment.split(b"\0"):
+            found.append(int(entry.name))
+    return found
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+
+class ProcessGroup:
+    """One boot of one instance: the leader's Popen, the group it leads, and the marker its processes carry."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], marker: bytes) -> None:
         self.popen = popen
+        self.marker = marker
         self.pgid = popen.pid  # a session leader's pid is its process group id
         self._killer: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -88,10 +107,10 @@ class ProcessGroup:
             os.killpg(self.pgid, 0)
         except ProcessLookupError:
             self.popen.poll()
-            return False
+            return bool(marked_pids(self.marker))  # members that left the group (own sessions)
         except PermissionError:  # the group id was reused by someone else's process: ours are gone
-            return False
-        return self.reap()
+            return bool(marked_pids(self.marker))
+        return self.reap() or bool(marked_pids(self.marker))
 
     def kill(self, grace: float) -> None:
         """Power off in the background: SIGTERM, SIGKILL after ``grace`` seconds (0: at once). Idempotent."""
@@ -109,6 +128,9 @@ class ProcessGroup:
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, sig)
+        for pid in marked_pids(self.marker):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
     def _wait_dead(self, seconds: float) -> bool:
         deadline = time.monotonic() + seconds

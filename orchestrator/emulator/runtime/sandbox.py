@@ -153,6 +153,12 @@ class Sandbox:
             "TENCENTCLOUD_EMULATOR_GPUS": gpus or "cpu-only",
         }
 
+    @property
+    def marker(self) -> bytes:
+        """The environment entry every process of this instance carries (children inherit it), whatever session
+        or parent it ends up in."""
+        return f"TENCENTCLOUD_EMULATOR_ROOT={self.system}".encode()
+
     def boot(self, ctx: BootContext) -> ProcessGroup:
         if ctx.user_data is not None:
             self.user_data_file.parent.mkdir(parents=True, exist_ok=True)
@@ -171,4 +177,4 @@ class Sandbox:
                 start_new_session=True,
                 close_fds=True,
             )
-        return ProcessGroup(popen)
+        return ProcessGroup(popen, self.marker)

@@ -12,6 +12,7 @@ two is where the requests go (shared/reference/client-recipes.md §0).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -192,7 +193,8 @@ class TencentSdk:
         self.appid = appid
         self._timeout = timeout
         self._clients: dict[str, Any] = {}
-        self._cos: CosS3Client | None = None
+        self._cos: tuple[tuple[str, str, str | None], CosS3Client] | None = None
+        self._cos_lock = threading.Lock()
 
     @property
     def is_emulator(self) -> bool:
@@ -223,14 +225,22 @@ class TencentSdk:
 
     # -- COS -------------------------------------------------------------------------------------------
     def cos(self) -> CosS3Client:
-        if self._cos is None:
-            self._cos = CosS3Client(self._cos_config(ip_mode=True), retry=0)
-        return self._cos
+        """A COS client for the current keys. cos-python-sdk-v5 signs with a CredentialInstance's keys but sends
+        ``x-cos-security-token`` only from ``CosConfig(Token=...)``, so a client is built per set of keys (read
+        together, so a refresh never mixes an old token with new keys); calls in flight keep theirs."""
+        keys = self.credential.get_credential_info()
+        with self._cos_lock:
+            if self._cos is None or self._cos[0] != keys:
+                self._cos = (keys, CosS3Client(self._cos_config(keys, ip_mode=True), retry=0))
+            return self._cos[1]
 
-    def _cos_config(self, ip_mode: bool) -> CosConfig:
+    def _cos_config(self, keys: tuple[str, str, str | None], ip_mode: bool) -> CosConfig:
+        secret_id, secret_key, token = keys
         kwargs: dict[str, Any] = {
             "Region": self.region,
-            "CredentialInstance": self.credential,
+            "SecretId": secret_id,
+            "SecretKey": secret_key,
+            "Token": token,
             "Timeout": int(self._timeout),
         }
         if self.endpoint is None:
@@ -251,6 +261,6 @@ class TencentSdk:
     def presigned_get_url(self, bucket: str, key: str, expires_seconds: int) -> str:
         """A URL on the bucket's real domain (``<bucket>.cos.<region>.myqcloud.com``). On the emulator an
         instance reaches that host through the proxy the emulator hands it; over plain http there."""
-        client = CosS3Client(self._cos_config(ip_mode=False), retry=0)
+        client = CosS3Client(self._cos_config(self.credential.get_credential_info(), ip_mode=False), retry=0)
         url: str = client.get_presigned_download_url(Bucket=bucket, Key=key, Expired=expires_seconds)
         return url
