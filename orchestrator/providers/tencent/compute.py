@@ -99,11 +99,12 @@ class LaunchRequest:
             p["SystemDisk"] = {"DiskType": self.system_disk.disk_type, "DiskSize": self.system_disk.size_gib}
         if self.data_disks:
             p["DataDisks"] = [{"DiskType": d.disk_type, "DiskSize": d.size_gib} for d in self.data_disks]
-        if self.charge_type == "SPOTPAID":
-            spot: dict[str, Any] = {"SpotInstanceType": "one-time"}
-            if self.spot_max_price is not None:
-                spot["MaxPrice"] = f"{self.spot_max_price:.4f}"
-            p["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
+        if self.charge_type == "SPOTPAID" and self.spot_max_price is not None:
+            # Without InstanceMarketOptions a spot instance bids the current fixed discount price (reference §1.1).
+            p["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"MaxPrice": f"{self.spot_max_price:.4f}", "SpotInstanceType": "one-time"},
+            }
         if self.charge_type == "PREPAID":
             p["InstanceChargePrepaid"] = {
                 "Period": self.prepaid_months or 1,
