@@ -158,7 +158,9 @@ class Attempt:
             self.paths.training_pid.unlink()
 
         self.board.set_phase(Phase.SETUP)
-        folders = Folders(nvme.data_root(), self.paths.inside_workdir(spec.checkpoints.dir),
+        for other in nvme.remove_other_jobs_data(self.cfg.job_id):
+            log.info("removed data job %s left on this instance", other)
+        folders = Folders(nvme.data_root(self.cfg.job_id), self.paths.inside_workdir(spec.checkpoints.dir),
                           self.paths.inside_workdir(spec.outputs.dir))
         prepare_workdir(self.paths, self.state, self.cfg.workdir_archive_key)
         run_setup(spec.setup, self.paths.workdir, self._env(spec, folders, ""), self.paths.run_log, self.stop)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,10 +27,28 @@ MOUNT_POINT = Path("/mnt/cvmjob-nvme")
 _NVME_DEVICE = re.compile(r"/dev/nvme[0-9]+n[0-9]+(p[0-9]+)?")
 
 
-def data_root() -> Path:
-    """The folder all data targets live under (data outlives attempts on the same instance)."""
+def data_root(job_id: str) -> Path:
+    """The folder the job's data targets live under: it outlives the job's attempts on the same instance, and
+    belongs to that job alone (a reserved-pool instance serves one job after another)."""
+    return _data_parent() / job_id
+
+
+def _data_parent() -> Path:
     disk = local_nvme()
     return disk / "cvmjob" / "data" if disk is not None else instance_root() / "opt" / "cvmjob" / "data"
+
+
+def remove_other_jobs_data(job_id: str) -> list[str]:
+    """Delete what earlier jobs left on this instance's data disk: a job sees none of another job's data.
+    Returns the job ids whose data was removed."""
+    parent = _data_parent()
+    removed = []
+    if parent.is_dir():
+        for entry in parent.iterdir():
+            if entry.name != job_id:
+                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+                removed.append(entry.name)
+    return removed
 
 
 def local_nvme() -> Path | None:
