@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,16 @@ from typing import Any
 
 from ..lifecycle.machine import JobState, check_transition
 from .migrations import MIGRATIONS
+
+# Test-only crash point (tests/faults/test_crash_points.py): with CVMJOB_CRASH_AT="RUNNING->IMAGING" the process
+# SIGKILLs itself right after that transition commits, so that a restarted controller has only the store and the
+# cloud to go on. Inert unless set; nothing else reads it.
+CRASH_AT_ENV = "CVMJOB_CRASH_AT"
+
+
+def _crash_point(current: JobState, target: JobState) -> None:
+    if os.environ.get(CRASH_AT_ENV) == f"{current.value}->{target.value}":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class FencedOut(RuntimeError):
@@ -323,6 +334,7 @@ class Store:
                 " VALUES (?, ?, 'transition', ?, ?, ?)",
                 (job_id, now, current.value, target.value, reason),
             )
+        _crash_point(current, target)
 
     def update(self, job_id: str, token: int, now: float, **changes: Any) -> None:
         with self._tx() as db:
