@@ -93,6 +93,11 @@ class AdminClient:
         """The next ``count`` launches matching zone / instance_type / charge_type end LAUNCH_FAILED."""
         return dict(self._call("POST", "launch-failures", {"count": count, "message": message, **match}))
 
+    def add_image_faults(self, kind: str, count: int = 1) -> int:
+        """The next ``count`` CreateImage captures "fail" (CREATEFAILED) or "hang" (CREATING until
+        clear_faults)."""
+        return int(self._call("POST", "image-faults", {"kind": kind, "count": count})["pending"])
+
     def billing(self) -> dict[str, Any]:
         return dict(self._call("GET", "billing"))
 

@@ -144,3 +144,17 @@ def test_reset_instance_reimages_and_reruns_user_data(emulator: EmulatorProcess,
     assert (inst.InstanceState, inst.LatestOperationState) == ("RUNNING", "SUCCESS")
     with api_error("InvalidImageId.NotFound"):
         call(cvm, "ResetInstance", {"InstanceId": instance_id, "ImageId": "img-00000000"})
+
+
+def test_injected_image_faults_fail_or_hang_a_capture_until_cleared(emulator: EmulatorProcess, cvm: Any) -> None:
+    source, _ = prepared_instance(emulator, cvm)
+    emulator.admin.add_image_faults("fail")
+    failed = create_image(cvm, source, "fails")
+    wait_for(lambda: image_state(cvm, failed) == "CREATEFAILED")
+    emulator.admin.add_image_faults("hang")
+    hung = create_image(cvm, source, "hangs")
+    emulator.admin.advance(3600)
+    assert image_state(cvm, hung) == "CREATING"
+    emulator.admin.clear_faults()
+    wait_for(lambda: image_state(cvm, hung) == "NORMAL")
+    assert image_state(cvm, create_image(cvm, source, "plain")) in ("CREATING", "NORMAL")

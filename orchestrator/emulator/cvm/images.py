@@ -3,6 +3,9 @@
 CreateImage is asynchronous (SDK docstring: poll DescribeImages): the image is CREATING until both the copy has
 finished and ``image_seconds`` have passed on the cloud clock, then NORMAL; a failed copy ends CREATEFAILED.
 The quota is 500 custom images per region (latest CreateImage docstring, §2.6).
+
+Fault injection (admin ``image-faults``): the next captures "fail" (CREATEFAILED) or "hang" (CREATING until the
+faults are cleared).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ IMAGE_NAME_MAX = 60
 PUBLIC_BY_ID = {image["ImageId"]: image for image in PUBLIC_IMAGES}
 
 CREATING, NORMAL, CREATEFAILED = "CREATING", "NORMAL", "CREATEFAILED"
+IMAGE_FAULTS = ("fail", "hang")
+HUNG_SECONDS = 10 * 365 * 24 * 3600.0
 
 
 class Images:
@@ -35,6 +40,7 @@ class Images:
         self._image_seconds = image_seconds
         self._jobs: dict[str, CopyJob] = {}
         self._deletions: list[threading.Thread] = []
+        self._faults: list[str] = []  # one entry per capture still to fail or hang
         root.mkdir(parents=True, exist_ok=True)
 
     def tree(self, image_id: str) -> Path:
@@ -88,8 +94,27 @@ class Images:
             request_id=request_id,
         )
         self.records[image.image_id] = image
+        fault = self._faults.pop(0) if self._faults else None
+        if fault == "fail":
+            image.copy_done_at, image.error = now, "Injected fault: the capture failed."
+            return image
+        if fault == "hang":
+            image.ready_at = now + HUNG_SECONDS
         self._jobs[image.image_id] = CopyJob(system_dir, self.tree(image.image_id), self._now)
         return image
+
+    def add_faults(self, kind: str, count: int) -> int:
+        if kind not in IMAGE_FAULTS:
+            raise ValueError(f"image fault kind must be one of {IMAGE_FAULTS}, not {kind!r}")
+        self._faults += [kind] * count
+        return len(self._faults)
+
+    def clear_faults(self, now: float) -> None:
+        """No more injected failures; hung captures finish now."""
+        self._faults.clear()
+        for image in self.records.values():
+            if image.state == CREATING and image.ready_at > now + HUNG_SECONDS / 2:
+                image.ready_at = now
 
     def creating_from(self, instance_id: str) -> bool:
         return any(i.state == CREATING and i.source_instance_id == instance_id for i in self.records.values())
@@ -141,6 +166,7 @@ class Images:
             job.join()
         self.records.clear()
         self._jobs.clear()
+        self._faults.clear()
         trash = self.root.with_name(f".{self.root.name}-deleted-{uuid.uuid4().hex[:8]}")
         self.root.rename(trash)
         self.root.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,7 @@ def _faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
 def _clear_faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
     cloud.faults.api.clear()
     cloud.faults.cos.clear()
+    cloud.cvm.images.clear_faults(cloud.clock.now())
     return {"ok": True}
 
 
@@ -92,6 +93,10 @@ def _launch_failures(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return cloud.cvm.add_launch_failures(body)
 
 
+def _image_faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"pending": cloud.cvm.images.add_faults(str(body["kind"]), int(body.get("count", 1)))}
+
+
 def _billing(cloud: Cloud, body: Body, request: web.Request) -> Any:
     now = cloud.clock.now()
     return {"balance": cloud.billing.balance(now), "ledger": cloud.billing.ledger(now)}
@@ -116,6 +121,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "spot/reclaim"): _reclaim,
     ("PUT", "stock"): _stock,
     ("POST", "launch-failures"): _launch_failures,
+    ("POST", "image-faults"): _image_faults,
     ("GET", "billing"): _billing,
     ("POST", "credentials/expire"): _expire_credentials,
 }
