@@ -10,7 +10,9 @@ from datetime import timezone
 from pathlib import Path
 
 from . import embedded
+from . import pool as pools
 from .contract import JobLayout, Manifest, Result, Status
+from .home import state_db
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
 from .lifecycle.settings import settings_to_json
@@ -22,7 +24,7 @@ from .providers.tencent._sdk import TencentSdk
 from .providers.tencent.errors import CloudError
 from .providers.tencent.storage import ObjectStore
 from .spec import JobSpec, load_spec
-from .state.store import JobRecord, Store
+from .state.store import JobRecord, PoolStore, Store
 from .target import Target, connect, resolve
 
 
@@ -51,7 +53,7 @@ def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
     zones = [z for z, available in compute.zones(sdk) if available and z.rpartition("-")[0] == spec.region]
     charge = BILLING_TO_CHARGE[spec.billing.mode]
     offerings = compute.offerings(sdk, zones, None, charge) if zones else []
-    if charge == "SPOTPAID" and zones:
+    if charge in ("SPOTPAID", "PREPAID") and zones:
         offerings += compute.offerings(sdk, zones, None, ON_DEMAND)
     image = None
     if spec.image is not None and spec.image.id is not None:
@@ -134,12 +136,27 @@ def plan(
         spot_max_price=spec.billing.spot_max_price if primary.charge_type == "SPOTPAID" else None,
         system_disk=compute.Disk(spec.disks.system.type, spec.disks.system.size_gib),
     )
+    if primary.charge_type == "PREPAID":
+        notes.append(_pool_note(spec, plan_, sdk))
+        return PlanReport(spec, spec_path, target, plan_, notes)
     compute.dry_run(sdk, probe)
     price = compute.inquiry_price(sdk, probe)
     if price.per_hour is not None:
         plan_.candidates[0] = primary.model_copy(update={"price_per_hour": price.per_hour})
         plan_.estimated_cost = round(price.per_hour * plan_.nnodes * plan_.expected_hours, 2)
     return PlanReport(spec, spec_path, target, plan_, notes)
+
+
+def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
+    """Reserved jobs buy nothing: say how many pool members fit (no DryRun of a purchase that will not happen)."""
+    name = spec.billing.reserved_pool or "default"
+    members = pools.sync(PoolStore(Store(state_db())), sdk, name, time.time())
+    fitting = {(p.zone, p.instance_type) for p in plan_.candidates if p.charge_type == "PREPAID"}
+    matching = [m for m in members if (m.zone, m.instance_type) in fitting]
+    idle = [m for m in matching if m.job_id is None]
+    return f"reserved pool {name}: {len(idle)} idle of {len(matching)} matching member(s)" + (
+        "" if matching else "; `cvmjob pool grow` adds some"
+    )
 
 
 def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.time) -> str:
@@ -155,7 +172,7 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
         created,
         created + report.spec.limits.max_runtime,
         str(report.spec_path.resolve().parent),
-        settings_to_json(settings_for(report.spec, policies.recovery)),
+        settings_to_json(settings_for(report.spec, policies.recovery, policies.pool)),
     )
     return job_id
 

@@ -23,6 +23,7 @@ from ..lifecycle.execute import owner
 from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
 from ..lifecycle.reconcile import Controls, drive
 from ..plan.planner import PlanError
+from ..pool import PoolError
 from ..providers.tencent.errors import CloudError
 from ..spec import JobSpec, SpecError
 from ..spec.durations import parse_duration
@@ -30,11 +31,13 @@ from ..state.store import FencedOut, LeaseHeld, Store
 from ..target import TargetError, connect, resolve
 from . import render
 from .emulator import emulator_app
+from .pool import pool_app
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0], pretty_exceptions_enable=False
 )
 app.add_typer(emulator_app, name="emulator")
+app.add_typer(pool_app, name="pool")
 
 SpecPath = Annotated[Path, typer.Argument(help="the job spec (YAML)", exists=False)]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override a spec field: key.path=value")]  # noqa: UP045
@@ -325,6 +328,9 @@ def main(argv: list[str] | None = None) -> None:
     except (SpecError, PlanError) as exc:
         _error(str(exc))
         sys.exit(EXIT_BAD_INPUT)
+    except PoolError as exc:
+        _error(str(exc))
+        sys.exit(EXIT_CLOUD_ERROR)
     except api.JobNotFound as exc:
         _error(str(exc))
         sys.exit(EXIT_BAD_INPUT)

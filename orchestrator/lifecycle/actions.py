@@ -69,6 +69,13 @@ class Terminate:
 
 
 @dataclass(frozen=True)
+class ReleasePool:
+    """Give reserved-pool instances back to the pool (never terminate them)."""
+
+    instance_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class RefreshCredentials:
     pass
 
@@ -94,6 +101,7 @@ Action = (
     | CreateImage
     | ApplyImageRetention
     | Terminate
+    | ReleasePool
     | RefreshCredentials
     | RecordBill
     | Wait

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..policy.models import RecoveryPolicy
+from ..policy.models import PoolPolicy, RecoveryPolicy
 from ..spec.models import JobSpec
 from .settings import Backoff, RecoveryRules, Settings
 
 
-def settings_for(spec: JobSpec, recovery: RecoveryPolicy) -> Settings:
+def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> Settings:
     fallback = recovery.fallback_to_on_demand
     return Settings(
         nnodes=spec.train.nnodes,
@@ -16,6 +16,11 @@ def settings_for(spec: JobSpec, recovery: RecoveryPolicy) -> Settings:
         keep_on_failure=spec.teardown.on_failure == "keep",
         keep_for=float(spec.teardown.keep_for),
         max_cost=spec.limits.max_cost,
+        bootstrap_timeout=float(spec.limits.bootstrap_timeout),
+        image_timeout=float(spec.snapshot.timeout),
+        pool=(spec.billing.reserved_pool or "default") if spec.billing.mode == "reserved" else None,
+        pool_when_busy=pool.when_busy,
+        pool_wait_timeout=float(pool.wait_timeout),
         recovery=RecoveryRules(
             max_preemptions=recovery.max_preemptions,
             max_launch_failures=recovery.max_launch_failures,

@@ -11,7 +11,7 @@ Rules that hold in every state:
 from __future__ import annotations
 
 from ..contract import Outcome, Phase
-from ..plan.models import Plan
+from ..plan.models import Placement, Plan
 from ..state.store import JobRecord, NodeRecord
 from .actions import (
     Action,
@@ -22,6 +22,7 @@ from .actions import (
     Move,
     RecordBill,
     RefreshCredentials,
+    ReleasePool,
     RequestCancel,
     Stage,
     StartAttempt,
@@ -59,7 +60,8 @@ def decide(
     if state == S.STAGING:
         if job.cancel_requested:
             return [Move(S.TEARING_DOWN, "cancelled while staging", outcome=S.CANCELLED)]
-        return [Stage(plan.primary)]
+        first = _through_pool(plan.primary, plan, obs, settings, entered_at)
+        return [Stage(first)] if isinstance(first, Placement) else first
     if not obs.cloud_ok:
         return [Wait(5.0, f"cannot see the cloud ({obs.cloud_error}); not concluding anything")]
 
@@ -109,7 +111,7 @@ def _launching(
     failed = [n for n in current if n.state == "failed"]
     if failed:
         return [Move(S.RECOVERING, f"launch failed: {failed[0].end_reason}")]
-    pending = [n for n in current if n.instance_id is None]
+    pending = [n for n in current if n.state == "intent"]  # pool members have an id before their reset
     if pending:
         return [Launch(n.node) for n in pending]
     return [Move(S.BOOTING, "instances created")]
@@ -243,7 +245,10 @@ def _recovering(
 ) -> list[Action]:
     if job.cancel_requested:
         return [Move(S.TEARING_DOWN, "cancelled while recovering", outcome=S.CANCELLED)]
-    alive = [v.instance for v in obs.nodes if v.instance is not None]
+    held = _pool_held(current)
+    if held:
+        return [ReleasePool(held)]
+    alive = [v.instance for v in obs.nodes if v.instance is not None and not _pool_node(current, v.node)]
     if alive:
         # Never two attempts alive at once: the lost attempt's instances go first.
         killable = tuple(i.instance_id for i in alive if i.state not in GOING)
@@ -255,7 +260,8 @@ def _recovering(
     if isinstance(choice, Backoff):
         return [Wait(max(0.1, min(choice.until - obs.now, 30.0)), choice.reason)]
     assert isinstance(choice, Relaunch)
-    return [StartAttempt(choice.placement, choice.reason)]
+    placement = _through_pool(choice.placement, plan, obs, s, entered_at)
+    return [StartAttempt(placement, choice.reason)] if isinstance(placement, Placement) else placement
 
 
 def _cancelling(
@@ -329,13 +335,44 @@ def _tearing_down(
     entered_at: float,
     plan: Plan,
 ) -> list[Action]:
-    alive = [v.instance for v in obs.nodes if v.instance is not None] + list(obs.strays)
+    held = _pool_held(current)
+    if held:
+        return [ReleasePool(held)]
+    alive = [v.instance for v in obs.nodes if v.instance is not None and not _pool_node(current, v.node)]
+    alive += list(obs.strays)
     killable = tuple(i.instance_id for i in alive if i.state not in GOING and i.state not in NOT_BILLED_AWAY)
     if alive:
         ending: list[Action] = [Terminate(killable, "teardown")] if killable else []
         return [*ending, Wait(s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]
     outcome = job.outcome or S.FAILED_ERROR
     return [RecordBill(), Move(outcome, job.reason or outcome.value)]
+
+
+def _pool_node(current: list[NodeRecord], node: int) -> bool:
+    """Reserved-pool members run as PREPAID nodes: given back to the pool, never terminated by a job."""
+    return any(n.node == node and n.charge_type == "PREPAID" for n in current)
+
+
+def _pool_held(current: list[NodeRecord]) -> tuple[str, ...]:
+    return tuple(
+        n.instance_id for n in current if n.charge_type == "PREPAID" and n.instance_id and n.state != "released"
+    )
+
+
+def _through_pool(
+    placement: Placement, plan: Plan, obs: Observation, s: Settings, entered_at: float
+) -> Placement | list[Action]:
+    """A reserved placement needs an idle pool member; when all are busy the pool policy says what happens."""
+    if placement.charge_type != "PREPAID" or (obs.pool_idle or 0) > 0:
+        return placement
+    busy = f"reserved pool {s.pool} has no idle instance for this job"
+    if s.pool_when_busy == "on-demand":
+        on_demand = next((p for p in plan.candidates if p.charge_type == "POSTPAID_BY_HOUR"), None)
+        if on_demand is not None:
+            return on_demand
+    if s.pool_when_busy == "wait" and obs.now - entered_at < s.pool_wait_timeout:
+        return [Wait(5.0, f"{busy}; waiting (up to {s.pool_wait_timeout / 60:.0f} min)")]
+    return [Move(S.TEARING_DOWN, f"{busy} (pool policy: {s.pool_when_busy})", outcome=S.FAILED_NO_CAPACITY)]
 
 
 _HANDLERS = {

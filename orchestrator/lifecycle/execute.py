@@ -36,12 +36,12 @@ from ..home import cvmjob_home
 from ..plan.models import Plan
 from ..providers.tencent import billing, compute, images, sts
 from ..providers.tencent._sdk import TencentSdk
-from ..providers.tencent.errors import CapacityError, CloudError, QuotaError, TransientError
+from ..providers.tencent.errors import CapacityError, CloudError, QuotaError, StateConflictError, TransientError
 from ..providers.tencent.storage import ObjectStore
 from ..retry import retrying
 from ..spec.models import JobSpec
 from ..spec.snapshot import render_snapshot_name
-from ..state.store import ImageRecord, JobRecord, NodeRecord, Store
+from ..state.store import ImageRecord, JobRecord, NodeRecord, PoolStore, Store
 from ..target import Target
 from .actions import (
     Action,
@@ -52,6 +52,7 @@ from .actions import (
     Move,
     RecordBill,
     RefreshCredentials,
+    ReleasePool,
     RequestCancel,
     Stage,
     StartAttempt,
@@ -76,6 +77,11 @@ class PermanentFailure(RuntimeError):
 def client_token(job_id: str, attempt: int, node: int) -> str:
     """Deterministic per (job, attempt, node) and at most 64 ASCII characters (RunInstances' limit)."""
     return "cvmjob-" + hashlib.sha256(f"{job_id}/{attempt}/{node}".encode()).hexdigest()[:40]
+
+
+def pool_holder(node: NodeRecord) -> str:
+    """Who holds a pool member: one node of one attempt of one job."""
+    return f"{node.job_id}/a{node.attempt}n{node.node}"
 
 
 def owner() -> str:
@@ -106,6 +112,14 @@ class Executor:
         job = self.store.get(self.job_id)
         assert job is not None
         return job
+
+    @property
+    def pools(self) -> PoolStore:
+        return PoolStore(self.store)
+
+    @property
+    def pool(self) -> str | None:
+        return (self.spec.billing.reserved_pool or "default") if self.spec.billing.mode == "reserved" else None
 
     def run(self, action: Action) -> bool:
         """Carry out ``action``; False when the rest of this round's actions should wait for a new look."""
@@ -156,21 +170,22 @@ class Executor:
         attempt = job.attempt + 1
         p = action.placement
         for node in range(self.spec.train.nnodes):
-            self.store.put_node(
-                self.token,
-                NodeRecord(
-                    job_id=self.job_id,
-                    attempt=attempt,
-                    node=node,
-                    client_token=client_token(self.job_id, attempt, node),
-                    zone=p.zone,
-                    instance_type=p.instance_type,
-                    charge_type=p.charge_type,
-                    price_per_hour=p.price_per_hour,
-                    instance_id=None,
-                    state="intent",
-                ),
+            record = NodeRecord(
+                job_id=self.job_id,
+                attempt=attempt,
+                node=node,
+                client_token=client_token(self.job_id, attempt, node),
+                zone=p.zone,
+                instance_type=p.instance_type,
+                charge_type=p.charge_type,
+                price_per_hour=p.price_per_hour,
+                instance_id=None,
+                state="intent",
+                on_demand_price_per_hour=p.on_demand_price_per_hour,
             )
+            if p.charge_type == "PREPAID":
+                record = self._claim_pool_member(record)
+            self.store.put_node(self.token, record)
         self._write_agent_configs(attempt)
         self.store.transition(
             self.job_id,
@@ -187,6 +202,35 @@ class Executor:
             + (f" at {p.price_per_hour:.2f} CNY/h" if p.price_per_hour is not None else ""),
         )
         return False
+
+    def _claim_pool_member(self, record: NodeRecord) -> NodeRecord:
+        """A reserved node runs on an idle pool member of a placement the plan allows; a member another job took
+        meanwhile makes the node fail like a launch without capacity (the pool policy then decides)."""
+        assert self.pool is not None
+        plan = Plan.model_validate(self.job().plan)
+        placements = [(c.zone, c.instance_type) for c in plan.candidates if c.charge_type == "PREPAID"]
+        member = self.pools.claim(self.pool, placements, pool_holder(record), self.now())
+        if member is None:
+            return replace(record, state="failed", end_reason=f"reserved pool {self.pool} busy", ended_at=self.now())
+        self.emit(
+            "pool",
+            f"node {record.node}: reserved pool member {member.instance_id} ({member.instance_type}, {member.zone})",
+        )
+        return replace(
+            record,
+            instance_id=member.instance_id,
+            zone=member.zone,
+            instance_type=member.instance_type,
+            price_per_hour=0.0,
+        )
+
+    def _ReleasePool(self, action: ReleasePool) -> bool:
+        for node in self.store.nodes(self.job_id):
+            if node.instance_id in action.instance_ids and node.state != "released":
+                self.pools.release(node.instance_id, pool_holder(node), self.now())
+                self.store.put_node(self.token, replace(node, state="released", ended_at=node.ended_at or self.now()))
+                self.emit("pool", f"gave {node.instance_id} back to the reserved pool")
+        return True
 
     # -- agent configuration and credentials -------------------------------------------------------------
     def _locations(self) -> tuple[Location, Location, Location]:
@@ -319,6 +363,8 @@ class Executor:
         job = self.job()
         node = next(n for n in self.store.nodes(self.job_id, job.attempt) if n.node == action.node)
         request = self._launch_request(job, node)
+        if node.charge_type == "PREPAID":
+            return self._reimage_pool_member(node, request)
         try:
             ids = retrying(lambda: compute.run_instances(self.sdk, request))
         except (CapacityError, QuotaError) as exc:
@@ -334,6 +380,28 @@ class Executor:
             raise PermanentFailure(f"RunInstances refused: {exc}") from exc
         self.store.put_node(self.token, replace(node, instance_id=ids[0], state="launched", launched_at=self.now()))
         self.emit("launch", f"instance {ids[0]} created ({request.instance_type}, {request.zone})")
+        return True
+
+    def _reimage_pool_member(self, node: NodeRecord, request: compute.LaunchRequest) -> bool:
+        """ResetInstance puts the job's image and UserData on the member: a clean system disk, the agent starting
+        at boot, nothing of the previous job's left there (the agent clears the data disk of other jobs' data)."""
+        assert node.instance_id is not None
+        try:
+            retrying(
+                lambda: compute.reset_instance(
+                    self.sdk, node.instance_id or "", request.image_id, request.user_data_b64
+                )
+            )
+        except (TransientError, StateConflictError) as exc:
+            self.emit("retry", f"ResetInstance of {node.instance_id} not possible yet ({exc.code}); retrying")
+            return False
+        except CloudError as exc:
+            self.store.put_node(
+                self.token, replace(node, state="failed", end_reason=f"{exc.code}: {exc.message}", ended_at=self.now())
+            )
+            return False
+        self.store.put_node(self.token, replace(node, state="launched", launched_at=self.now()))
+        self.emit("launch", f"re-imaging reserved instance {node.instance_id} for this job")
         return True
 
     def _MarkNodes(self, action: MarkNodes) -> bool:
@@ -450,12 +518,15 @@ class Executor:
             if node.instance_id is None:
                 continue
             cost = None
-            try:
-                cost = billing.resource_cost(
-                    self.sdk, node.instance_id, datetime.fromtimestamp(node.launched_at or self.now(), timezone.utc)
-                )
-            except CloudError:
-                cost = None
+            if node.charge_type == "PREPAID":
+                cost = 0.0  # a reserved pool's period is paid whether jobs run or not: a job adds nothing
+            else:
+                try:
+                    cost = billing.resource_cost(
+                        self.sdk, node.instance_id, datetime.fromtimestamp(node.launched_at or self.now(), timezone.utc)
+                    )
+                except CloudError:
+                    cost = None
             if cost is None and node.running_at is not None and node.price_per_hour is not None:
                 cost = node.price_per_hour * ((node.ended_at or self.now()) - node.running_at) / 3600
             cost = round(cost or 0.0, 2)

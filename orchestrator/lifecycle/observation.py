@@ -32,3 +32,5 @@ class Observation:
     # False when the agents' documents could not be read (COS unreachable): no conclusion about the agents.
     agents_ok: bool = True
     agents_error: str = ""
+    # Reserved jobs: idle pool members matching the plan's placements (None for other billing modes).
+    pool_idle: int | None = None

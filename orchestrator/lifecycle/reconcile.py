@@ -10,13 +10,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..plan.models import Plan
 from ..providers.tencent.storage import ObjectStore
 from ..spec.models import JobSpec
-from ..state.store import JobRecord, Store
+from ..state.store import JobRecord, PoolStore, Store
 from ..target import Target, connect, reconnect
 from .actions import Move
 from .decide import decide
@@ -112,6 +112,9 @@ def drive(
             controls.interrupted.clear()
             nodes = store.nodes(job_id)
             observation = observe(job, nodes, sdk, executor.state, now())
+            if settings.pool is not None:
+                reserved = [(c.zone, c.instance_type) for c in plan.candidates if c.charge_type == "PREPAID"]
+                observation = replace(observation, pool_idle=PoolStore(store).idle(settings.pool, reserved))
             if on_round is not None:
                 on_round(job, observation)
             actions = decide(job, nodes, observation, settings, store.entered_at(job_id))

@@ -42,6 +42,10 @@ class Settings:
     image_timeout: float = 3600.0
     poll_seconds: float = 1.0
     recovery: RecoveryRules = field(default_factory=RecoveryRules)
+    # billing.mode reserved: the pool, and what to do when every member is busy (policies/pool)
+    pool: str | None = None
+    pool_when_busy: str = "wait"  # wait | on-demand | fail
+    pool_wait_timeout: float = 1800.0
 
 
 def settings_to_json(settings: Settings) -> dict[str, object]:

@@ -51,7 +51,8 @@ def make_plan(spec: JobSpec, facts: Facts) -> Plan:
     on_demand_price = {(o.zone, o.instance_type): o.unit_price for o in facts.offerings if o.charge_type == ON_DEMAND}
     candidates: list[Placement] = []
     rejected: list[Rejected] = []
-    charges = [charge] + ([ON_DEMAND] if charge == "SPOTPAID" else [])
+    # Spot and reserved jobs may continue on demand (recovery policy, pool policy): those placements follow.
+    charges = [charge] + ([ON_DEMAND] if charge in ("SPOTPAID", "PREPAID") else [])
     for charge_type in charges:
         for instance_type in types:
             for zone in zones:
@@ -181,6 +182,8 @@ def _named_types(spec: JobSpec) -> list[tuple[str, str]]:
 def _unusable(offer: Offering | None, spec: JobSpec, charge_type: str) -> str:
     if offer is None:
         return "not sold in this zone"
+    if charge_type == "PREPAID":
+        return ""  # reserved jobs run on pool members already bought: today's stock does not matter
     if not offer.on_sale or offer.stock == "WithoutStock":
         return f"sold out ({offer.sold_out_reason or offer.stock})"
     if (

@@ -44,6 +44,9 @@ class LimitsSpec(SpecModel):
     terminates it shortly after this deadline, even if cvmjob is gone."""
     max_cost: StrictFloat | None = Field(None, gt=0, examples=[50])
     """Stop the job when its estimated cost reaches this many CNY. Unset: no cost limit."""
+    bootstrap_timeout: Annotated[Duration, within(10, DAY)] = 15 * MINUTE
+    """How long a running instance may go without its agent's first report before the job fails
+    (FAILED_BOOTSTRAP); an instance that never reaches RUNNING gets this long on top of 15 minutes."""
 
 
 class StorageSpec(SpecModel):

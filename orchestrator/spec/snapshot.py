@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import string
 from datetime import datetime, timezone
+from typing import Annotated
 
 from pydantic import Field, StrictBool, StrictInt, field_validator
 
 from orchestrator.spec.base import SpecModel
+from orchestrator.spec.durations import DAY, HOUR, Duration, within
 
 SNAPSHOT_FIELDS = ("name", "job_id", "date", "time", "attempt")
 IMAGE_NAME_MAX_LENGTH = 60  # CreateImage's ImageName limit
@@ -52,6 +54,9 @@ class SnapshotSpec(SpecModel):
     The rendered name must fit in 60 characters."""
     keep_last: StrictInt = Field(3, ge=1, le=100)
     """Snapshots of this job name kept; older ones are deleted."""
+    timeout: Annotated[Duration, within(10, DAY)] = HOUR
+    """How long the image may take to become usable. After it the job still succeeds, without the image, and the
+    unfinished image is deleted."""
 
     @field_validator("name")
     @classmethod

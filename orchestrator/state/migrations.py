@@ -79,4 +79,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE jobs ADD COLUMN settings_json TEXT NOT NULL DEFAULT '{}';
         """,
     ),
+    (
+        "0003_reserved_pool",
+        """
+        -- Prepaid instances a team keeps between jobs (billing.mode: reserved). The cloud knows them by their
+        -- cvmjob:pool tag; this table records which job holds which one (claims are atomic here).
+        CREATE TABLE pool_instances (
+            instance_id TEXT PRIMARY KEY,
+            pool TEXT NOT NULL,
+            zone TEXT NOT NULL,
+            instance_type TEXT NOT NULL,
+            job_id TEXT,                  -- NULL: idle
+            since REAL NOT NULL
+        );
+        ALTER TABLE nodes ADD COLUMN on_demand_price_per_hour REAL;
+        """,
+    ),
 ]

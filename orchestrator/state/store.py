@@ -100,6 +100,17 @@ class NodeRecord:
     ended_at: float | None = None
     end_reason: str = ""
     cost_cny: float | None = None
+    on_demand_price_per_hour: float | None = None  # what the same node costs on demand: spot savings
+
+
+@dataclass(frozen=True)
+class PoolInstance:
+    instance_id: str
+    pool: str
+    zone: str
+    instance_type: str
+    job_id: str | None
+    since: float
 
 
 @dataclass(frozen=True)
@@ -389,6 +400,61 @@ class Store:
             )
 
 
+class PoolStore:
+    """The reserved pools' claims. Not fenced by a job's lease: a claim is an atomic compare-and-set on the row."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def add(self, member: PoolInstance) -> None:
+        with self._store._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO pool_instances VALUES (?, ?, ?, ?, ?, ?)",
+                (member.instance_id, member.pool, member.zone, member.instance_type, member.job_id, member.since),
+            )
+
+    def remove(self, instance_id: str) -> None:
+        with self._store._tx() as db:
+            db.execute("DELETE FROM pool_instances WHERE instance_id = ?", (instance_id,))
+
+    def members(self, pool: str | None = None) -> list[PoolInstance]:
+        query = "SELECT * FROM pool_instances" + (" WHERE pool = ?" if pool else "") + " ORDER BY instance_id"
+        rows = self._store._db().execute(query, (pool,) if pool else ()).fetchall()
+        return [PoolInstance(**dict(r)) for r in rows]
+
+    def idle(self, pool: str, placements: list[tuple[str, str]]) -> int:
+        """Idle members matching any (zone, instance type)."""
+        return sum(1 for m in self.members(pool) if m.job_id is None and (m.zone, m.instance_type) in placements)
+
+    def claim(self, pool: str, placements: list[tuple[str, str]], holder: str, now: float) -> PoolInstance | None:
+        """An idle member matching the first (zone, instance type) that has one, now held by ``holder`` (a job's
+        node: ``<job>/a<attempt>n<node>``). Idempotent: a holder that already has a member gets it again."""
+        with self._store._tx() as db:
+            held = db.execute("SELECT * FROM pool_instances WHERE job_id = ? AND pool = ?", (holder, pool)).fetchone()
+            if held is not None:  # a retry after a crash
+                return PoolInstance(**dict(held))
+            for zone, instance_type in placements:
+                row = db.execute(
+                    "SELECT * FROM pool_instances WHERE pool = ? AND zone = ? AND instance_type = ?"
+                    " AND job_id IS NULL ORDER BY since LIMIT 1",
+                    (pool, zone, instance_type),
+                ).fetchone()
+                if row is not None:
+                    db.execute(
+                        "UPDATE pool_instances SET job_id = ?, since = ? WHERE instance_id = ?",
+                        (holder, now, row["instance_id"]),
+                    )
+                    return PoolInstance(**{**dict(row), "job_id": holder, "since": now})
+            return None
+
+    def release(self, instance_id: str, holder: str, now: float) -> None:
+        with self._store._tx() as db:
+            db.execute(
+                "UPDATE pool_instances SET job_id = NULL, since = ? WHERE instance_id = ? AND job_id = ?",
+                (now, instance_id, holder),
+            )
+
+
 def _create_wal_database(path: Path) -> None:
     """Create the file already in WAL mode, then move it into place atomically.
 
@@ -411,4 +477,11 @@ def _create_wal_database(path: Path) -> None:
 
 
 def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
+    """The script's statements, split where SQLite says a statement is complete (not at a ';' in a comment)."""
+    statements, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    return statements

@@ -31,10 +31,12 @@ class InstanceView:
     created_at: datetime | None
     tags: dict[str, str]
     error_message: str | None = None  # LatestOperationErrorMsg, e.g. why LAUNCH_FAILED
+    expires_at: datetime | None = None  # prepaid instances: the end of the paid period
 
     @classmethod
     def from_api(cls, item: dict[str, Any]) -> InstanceView:
         created = item.get("CreatedTime")
+        expires = item.get("ExpiredTime")
         return cls(
             instance_id=item["InstanceId"],
             state=item.get("InstanceState") or "UNKNOWN",
@@ -42,11 +44,10 @@ class InstanceView:
             instance_type=item.get("InstanceType", ""),
             charge_type=item.get("InstanceChargeType", ""),
             private_ip=(item.get("PrivateIpAddresses") or [None])[0],
-            created_at=datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
-            if created
-            else None,
+            created_at=_utc(created) if created else None,
             tags={t["Key"]: t["Value"] for t in item.get("Tags") or []},
             error_message=item.get("LatestOperationErrorMsg") or None,
+            expires_at=_utc(expires) if expires else None,
         )
 
 
@@ -113,6 +114,10 @@ class LaunchRequest:
         if self.cam_role:
             p["CamRoleName"] = self.cam_role
         return p
+
+
+def _utc(stamp: str) -> datetime:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
 
 
 def run_instances(sdk: TencentSdk, request: LaunchRequest) -> list[str]:

@@ -28,7 +28,7 @@ def test_migrations_are_named_and_applied_once(tmp_path: Path) -> None:
     new_store(tmp_path)
     again = Store(tmp_path / "state.db")  # reopening applies nothing twice
     names = [r["name"] for r in again._db().execute("SELECT name FROM migrations ORDER BY name")]
-    assert names == ["0001_initial", "0002_job_source_dir"]
+    assert names == ["0001_initial", "0002_job_source_dir", "0003_reserved_pool"]
     job = again.get("job-1")
     assert job is not None and job.source_dir == "/src" and job.state == JobState.PENDING
 
@@ -65,3 +65,22 @@ def test_find_by_prefix_and_name(tmp_path: Path) -> None:
     assert [j.job_id for j in store.find("job-")] == ["job-1"]
     assert [j.job_id for j in store.find("demo")] == ["job-1"]
     assert store.find("nothing") == []
+
+
+def test_pool_claims_are_exclusive_and_idempotent(tmp_path: Path) -> None:
+    from orchestrator.state.store import PoolInstance, PoolStore
+
+    pools = PoolStore(new_store(tmp_path))
+    pools.add(PoolInstance("ins-pool0001", "default", "z-3", "GN7.2XLARGE32", None, 1.0))
+    assert pools.idle("default", [("z-3", "GN7.2XLARGE32")]) == 1
+    where = [("z-4", "GN7.2XLARGE32"), ("z-3", "GN7.2XLARGE32")]
+    claimed = pools.claim("default", where, "job-1/a1n0", 2.0)
+    assert claimed is not None and claimed.instance_id == "ins-pool0001" and claimed.zone == "z-3"
+    again = pools.claim("default", where, "job-1/a1n0", 3.0)  # a retry after a crash: the same member
+    assert again is not None and again.instance_id == "ins-pool0001"
+    assert pools.claim("default", where, "job-2/a1n0", 3.0) is None  # busy
+    pools.release("ins-pool0001", "job-2/a1n0", 4.0)  # not job-2's to give back
+    assert pools.members()[0].job_id == "job-1/a1n0"
+    pools.release("ins-pool0001", "job-1/a1n0", 5.0)
+    claimed = pools.claim("default", where, "job-2/a1n0", 6.0)
+    assert claimed is not None and claimed.instance_id == "ins-pool0001"

@@ -1,0 +1,89 @@
+"""``cvmjob pool ls|grow|shrink``: the reserved pool of prepaid instances."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from .. import pool as pools
+from ..home import state_db
+from ..providers.tencent._sdk import TencentSdk
+from ..state.store import PoolStore, Store
+from ..target import connect, resolve
+from . import render
+
+pool_app = typer.Typer(no_args_is_help=True, help="The reserved pool: prepaid instances shared by reserved jobs.")
+
+Name = Annotated[str, typer.Option("--name", help="the pool")]
+Region = Annotated[str, typer.Option()]
+Emulator = Annotated[bool, typer.Option("--emulator", help="use the local emulator even if credentials exist")]
+
+
+def _open(region: str, emulator: bool) -> tuple[PoolStore, TencentSdk]:
+    return PoolStore(Store(state_db())), connect(resolve(region, emulator))
+
+
+@pool_app.command("ls")
+def list_pool(
+    name: Annotated[Optional[str], typer.Option("--name")] = None,  # noqa: UP045
+    region: Region = "ap-guangzhou",
+    emulator: Emulator = False,
+    output: str = "text",
+) -> None:
+    """Members of the pool(s): type, zone, state, the job holding each, and when the prepaid period ends."""
+    store, sdk = _open(region, emulator)
+    members = pools.sync(store, sdk, name, time.time())
+    if output == "json":
+        render.print_json([m.__dict__ for m in members])
+        return
+    table = Table()
+    for column in ("instance", "type", "zone", "state", "held by", "paid until"):
+        table.add_column(column)
+    for m in members:
+        table.add_row(
+            m.instance_id,
+            m.instance_type,
+            m.zone,
+            m.state,
+            m.job_id or "idle",
+            m.expires_at.strftime("%Y-%m-%d") if m.expires_at else "-",
+        )
+    render.console.print(table)
+
+
+@pool_app.command()
+def grow(
+    instance_type: Annotated[str, typer.Option("--type", help="instance type, e.g. GN7.2XLARGE32")],
+    zone: Annotated[str, typer.Option(help="e.g. ap-guangzhou-3")],
+    name: Name = "default",
+    count: Annotated[int, typer.Option(min=1, max=100)] = 1,
+    months: Annotated[int, typer.Option(help="prepaid period: 1-12, 24, 36, 48 or 60 months")] = 1,
+    auto_renew: Annotated[bool, typer.Option(help="renew automatically at the end of the period")] = False,
+    image: Annotated[str, typer.Option(help="image the idle instances boot")] = "img-487zeit5",
+    region: Region = "ap-guangzhou",
+    emulator: Emulator = False,
+) -> None:
+    """Buy prepaid instances into the pool (PREPAID RunInstances)."""
+    store, sdk = _open(region, emulator)
+    ids = pools.grow(store, sdk, name, zone, instance_type, image, count, months, auto_renew)
+    render.console.print(
+        f"pool {name}: added {', '.join(ids)} ({instance_type}, {zone}, {months} month(s)"
+        + (", auto-renew" if auto_renew else "")
+        + ")"
+    )
+
+
+@pool_app.command()
+def shrink(
+    name: Name = "default",
+    count: Annotated[int, typer.Option(min=1)] = 1,
+    region: Region = "ap-guangzhou",
+    emulator: Emulator = False,
+) -> None:
+    """Return idle prepaid instances (to the recycle bin; refunds follow Tencent Cloud's prepaid rules)."""
+    store, sdk = _open(region, emulator)
+    returned = pools.shrink(store, sdk, name, count, time.time())
+    render.console.print(f"pool {name}: returned {', '.join(returned)} (moved to the recycle bin)")

@@ -1,0 +1,121 @@
+"""Reserved billing: a pool of prepaid (包年包月) instances the team already pays for.
+
+A pool is the set of instances tagged ``cvmjob:pool=<name>``; the state store records which job holds which one.
+A reserved job claims an idle member of a matching type and zone, re-images it (ResetInstance with the job's
+image and UserData: the system disk starts clean and the agent starts), runs, and gives it back. A job never
+terminates a pool instance; ``cvmjob pool shrink`` does, under Tencent's prepaid rules: TerminateInstances
+moves a prepaid instance to the recycle bin, and a refund depends on the account's self-service return quota
+(https://www.tencentcloud.com/document/product/213/9711).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from .lifecycle.execute import owner
+from .providers.tencent import compute
+from .providers.tencent._sdk import TencentSdk
+from .providers.tencent.errors import CloudError
+from .state.store import PoolInstance, PoolStore
+
+TAG_POOL = "cvmjob:pool"
+
+
+class PoolError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Member:
+    instance_id: str
+    zone: str
+    instance_type: str
+    state: str  # the cloud's InstanceState
+    job_id: str | None
+    expires_at: datetime | None
+
+
+def sync(pools: PoolStore, sdk: TencentSdk, pool: str | None, now: float) -> list[Member]:
+    """The pool as the cloud sees it, with the store's claims; the store learns of new members and forgets
+    released ones (only when the lookup succeeded: a failed lookup never removes anything)."""
+    tagged = [i for i in compute.find_by_tag_key(sdk, TAG_POOL) if pool is None or i.tags.get(TAG_POOL) == pool]
+    known = {m.instance_id: m for m in pools.members(pool)}
+    live = {i.instance_id: i for i in tagged if i.state not in ("TERMINATING", "SHUTDOWN", "LAUNCH_FAILED")}
+    for instance in live.values():
+        if instance.instance_id not in known:
+            pools.add(
+                PoolInstance(
+                    instance.instance_id, instance.tags[TAG_POOL], instance.zone, instance.instance_type, None, now
+                )
+            )
+    for instance_id in set(known) - set(live):
+        pools.remove(instance_id)
+    claims = {m.instance_id: m.job_id for m in pools.members(pool)}
+    return [
+        Member(i.instance_id, i.zone, i.instance_type, i.state, claims.get(i.instance_id), i.expires_at)
+        for i in sorted(live.values(), key=lambda i: i.instance_id)
+    ]
+
+
+def grow(
+    pools: PoolStore,
+    sdk: TencentSdk,
+    pool: str,
+    zone: str,
+    instance_type: str,
+    image_id: str,
+    count: int,
+    months: int,
+    auto_renew: bool,
+    now: Callable[[], float] = time.time,
+    wait_seconds: float = 900,
+) -> list[str]:
+    """Buy ``count`` prepaid instances into the pool and wait until they run."""
+    request = compute.LaunchRequest(
+        zone=zone,
+        instance_type=instance_type,
+        charge_type="PREPAID",
+        image_id=image_id,
+        client_token=f"cvmjob-pool-{uuid.uuid4().hex[:32]}",
+        name=f"cvmjob-pool-{pool}",
+        tags={TAG_POOL: pool, "cvmjob:owner": owner()},
+        prepaid_months=months,
+        prepaid_renew=auto_renew,
+        count=count,
+    )
+    ids = compute.run_instances(sdk, request)
+    for instance_id in ids:
+        pools.add(PoolInstance(instance_id, pool, zone, instance_type, None, now()))
+    deadline = now() + wait_seconds
+    while True:
+        states = {i.instance_id: i.state for i in compute.describe(sdk, ids).values()}
+        failed = [i for i, s in states.items() if s == "LAUNCH_FAILED"]
+        if failed:
+            raise PoolError(f"{', '.join(failed)} failed to launch; the others joined the pool")
+        if all(states.get(i) == "RUNNING" for i in ids):
+            return ids
+        if now() > deadline:
+            raise PoolError(f"the new instances are not RUNNING after {wait_seconds:.0f} s: {states}")
+        time.sleep(1)
+
+
+def shrink(pools: PoolStore, sdk: TencentSdk, pool: str, count: int, now: float) -> list[str]:
+    """Return ``count`` idle members (busy ones are never touched)."""
+    idle = [m for m in sync(pools, sdk, pool, now) if m.job_id is None and m.state == "RUNNING"]
+    if len(idle) < count:
+        raise PoolError(f"pool {pool} has {len(idle)} idle instance(s); a busy one is never returned")
+    chosen = [m.instance_id for m in idle[:count]]
+    try:
+        compute.terminate(sdk, chosen)
+    except CloudError as exc:
+        raise PoolError(
+            f"Tencent Cloud refused to return the instances ({exc.code}: {exc.message}); prepaid "
+            "instances can be returned only within the account's self-service return quota"
+        ) from exc
+    for instance_id in chosen:
+        pools.remove(instance_id)
+    return chosen

@@ -1,0 +1,83 @@
+"""Reserved billing: jobs take turns on a pool of prepaid instances that no job ever terminates."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from tests.e2e.conftest import QUICKSTART, Cli
+
+pytestmark = pytest.mark.e2e
+
+RESERVED = ("--set", "billing.mode=reserved", "--set", "snapshot.enabled=false")
+POLICIES = {
+    "fail": "when_busy: fail\nreset: reimage\n",
+    "on-demand": "when_busy: on-demand\nreset: reimage\n",
+    "wait": "when_busy: wait\nwait_timeout: 5m\nreset: reimage\n",
+}
+
+
+def job_folder(tmp_path: Path) -> Path:
+    """The quickstart with the pool policies of these tests next to it."""
+    folder = tmp_path / "quickstart"
+    shutil.copytree(QUICKSTART.parent, folder)
+    (folder / "policies" / "pool").mkdir(parents=True)
+    for name, text in POLICIES.items():
+        (folder / "policies" / "pool" / f"{name}.yaml").write_text(text)
+    return folder / "job.yaml"
+
+
+def grow(cli: Cli) -> str:
+    result = cli.run("pool", "grow", "--type", "GN7.2XLARGE32", "--zone", "ap-guangzhou-3", "--count", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (member,) = [i["instance_id"] for i in cli.emulator.admin.instances()]
+    return str(member)
+
+
+def test_two_jobs_share_one_pool_instance_that_is_never_terminated(cli: Cli, tmp_path: Path) -> None:
+    member = grow(cli)
+    first = cli.run("run", str(QUICKSTART), *RESERVED, "--output", "json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = cli.run("run", str(QUICKSTART), *RESERVED, "--output", "json")
+    assert second.returncode == 0, second.stdout + second.stderr
+    import json
+
+    first_id = json.loads(first.stdout)["job_id"]
+    second_job = json.loads(second.stdout)
+    assert {n["instance_id"] for n in second_job["nodes"]} == {member}
+    instances = cli.emulator.admin.instances()
+    assert [(i["instance_id"], i["state"]) for i in instances] == [(member, "RUNNING")]
+    assert cli.emulator.admin.calls(action="TerminateInstances") == []
+    # The second job's instance holds nothing of the first job: not its workdir, not its data.
+    sandbox = Path(instances[0]["sandbox"])
+    leftovers = [p for p in sandbox.rglob("*") if first_id in str(p)]
+    assert leftovers == [], leftovers[:5]
+    assert cli.emulator.admin.calls(action="ResetInstance")  # each job re-imaged the member
+
+
+def test_a_busy_pool_follows_the_pool_policy(cli: Cli, tmp_path: Path) -> None:
+    spec = job_folder(tmp_path)
+    member = grow(cli)
+    holder = cli.start("run", str(spec), *RESERVED, "--set", "train.command=python train.py --steps 120")
+    try:
+        cli.wait_for(lambda s: s["state"] == "RUNNING")
+        failed = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=fail")
+        assert failed.returncode == EXIT_CODES[JobState.FAILED_NO_CAPACITY], failed.stdout + failed.stderr
+        assert "reserved pool default has no idle instance" in failed.stdout
+        on_demand = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=on-demand", "--output", "json")
+        assert on_demand.returncode == 0, on_demand.stdout + on_demand.stderr
+        import json
+
+        nodes = json.loads(on_demand.stdout)["nodes"]
+        assert [n["charge_type"] for n in nodes] == ["POSTPAID_BY_HOUR"] and nodes[0]["instance_id"] != member
+        waiting = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=wait", "--output", "json")
+        assert waiting.returncode == 0, waiting.stdout + waiting.stderr
+        assert [n["instance_id"] for n in json.loads(waiting.stdout)["nodes"]] == [member]
+        assert holder.wait(timeout=120) == 0, cli.output()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [i["instance_id"] for i in cli.emulator.admin.instances() if i["state"] == "RUNNING"] == [member]
