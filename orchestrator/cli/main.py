@@ -162,7 +162,7 @@ def _finish(store: Store, job: Any, output: str) -> None:
     if output == "json":
         render.print_json(render.job_json(job, events, store.nodes(job.job_id), view))
     else:
-        render.summary(job, events, view)
+        render.summary(job, events, store.nodes(job.job_id), view)
     raise typer.Exit(EXIT_CODES.get(job.state, 1))
 
 

@@ -96,6 +96,23 @@ def phases(events: list[Event]) -> list[tuple[str, float, float | None]]:
     return out
 
 
+def accounting(nodes: list[NodeRecord]) -> dict[str, Any]:
+    """Each attempt's bill, the total, and what the same instance time would have cost on demand."""
+    per_attempt: dict[int, float] = {}
+    on_demand = 0.0
+    for n in nodes:
+        per_attempt[n.attempt] = round(per_attempt.get(n.attempt, 0.0) + (n.cost_cny or 0.0), 2)
+        if n.running_at is not None and n.ended_at is not None and n.on_demand_price_per_hour is not None:
+            on_demand += n.on_demand_price_per_hour * (n.ended_at - n.running_at) / 3600
+    total = round(sum(per_attempt.values()), 2)
+    return {
+        "per_attempt": per_attempt,
+        "total_cny": total,
+        "on_demand_cny": round(on_demand, 2),
+        "saved_cny": round(max(0.0, on_demand - total), 2),
+    }
+
+
 def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> dict[str, Any]:
     return {
         "job_id": job.job_id,
@@ -108,6 +125,7 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         "created_at": job.created_at,
         "updated_at": job.updated_at,
         "cost_cny": job.cost_cny,
+        "bill": accounting(nodes),
         "image_id": job.image_id,
         "phases": [{"state": s, "entered_at": a, "left_at": b} for s, a, b in phases(events)],
         "nodes": [
@@ -212,12 +230,19 @@ class Progress:
             console.print(f"[dim]{time.strftime('%H:%M:%S')}[/]   {line}")
 
 
-def summary(job: JobRecord, events: list[Event], view: AgentView | None) -> None:
+def summary(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> None:
     console.rule(f"{job.job_id}: {job.state.value}")
     for state, entered, left in phases(events):
         if left is not None:
             console.print(f"  {state:<14} {duration(left - entered)}")
-    console.print(f"  cost           {money(job.cost_cny)}")
+    bill = accounting(nodes)
+    attempts = (
+        ""
+        if len(bill["per_attempt"]) < 2
+        else " (" + ", ".join(f"attempt {a}: {money(c)}" for a, c in sorted(bill["per_attempt"].items())) + ")"
+    )
+    saved = f"; {money(bill['saved_cny'])} less than on demand" if bill["saved_cny"] > 0 else ""
+    console.print(f"  cost           {money(job.cost_cny)}{attempts}{saved}")
     if view is not None and view.manifest is not None and view.manifest.checkpoints:
         latest = view.manifest.latest()
         assert latest is not None
