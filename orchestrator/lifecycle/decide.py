@@ -36,6 +36,9 @@ from .settings import Settings
 
 S = JobState
 GOING = ("TERMINATING", "LAUNCH_FAILED")  # on their way out by themselves: not to be terminated again
+# A LAUNCH_FAILED instance never ran and bills nothing, yet the cloud lists it for minutes more: as good as gone.
+# Waiting for it to vanish stalled every recovery after a failed launch (and the teardown) for those minutes.
+NEVER_RAN = ("LAUNCH_FAILED",)
 NOT_BILLED_AWAY = ("SHUTDOWN",)  # prepaid recycle bin
 
 _FAILURE_STATES = {
@@ -248,7 +251,11 @@ def _recovering(
     held = _pool_held(current)
     if held:
         return [ReleasePool(held)]
-    alive = [v.instance for v in obs.nodes if v.instance is not None and not _pool_node(current, v.node)]
+    alive = [
+        v.instance
+        for v in obs.nodes
+        if v.instance is not None and v.instance.state not in NEVER_RAN and not _pool_node(current, v.node)
+    ]
     if alive:
         # Never two attempts alive at once: the lost attempt's instances go first.
         killable = tuple(i.instance_id for i in alive if i.state not in GOING)
@@ -339,7 +346,7 @@ def _tearing_down(
     if held:
         return [ReleasePool(held)]
     alive = [v.instance for v in obs.nodes if v.instance is not None and not _pool_node(current, v.node)]
-    alive += list(obs.strays)
+    alive = [i for i in alive + list(obs.strays) if i.state not in NEVER_RAN]
     killable = tuple(i.instance_id for i in alive if i.state not in GOING and i.state not in NOT_BILLED_AWAY)
     if alive:
         ending: list[Action] = [Terminate(killable, "teardown")] if killable else []

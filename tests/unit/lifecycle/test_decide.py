@@ -168,6 +168,16 @@ def test_launch_failed_instance_goes_to_recovery() -> None:
     assert actions == [MarkNodes(((0, "failed", "no stock"),)), Move(S.RECOVERING, "no stock")]
 
 
+def test_a_launch_failed_instance_holds_up_neither_the_next_attempt_nor_the_teardown() -> None:
+    failed = replace(node("failed"), ended_at=NOW - 1, end_reason="no stock")
+    listed = seen(instance("LAUNCH_FAILED"))  # still listed by the cloud for a few minutes
+    (action,) = run(job(S.RECOVERING), listed, [failed])
+    assert isinstance(action, (StartAttempt, Wait)) and "to be gone" not in str(action)
+    stray = replace(seen(None), strays=(instance("LAUNCH_FAILED", "ins-00000009", attempt=0),))
+    tearing = job(S.TEARING_DOWN, outcome=S.FAILED_NO_CAPACITY, reason="sold out")
+    assert run(tearing, listed) == run(tearing, stray) == [RecordBill(), Move(S.FAILED_NO_CAPACITY, "sold out")]
+
+
 def test_success_images_then_tears_down() -> None:
     actions = run(job(S.RUNNING), seen(instance(), status(Phase.DONE), result(Outcome.SUCCEEDED)))
     assert actions == [Move(S.IMAGING, "training succeeded; creating the image")]
