@@ -24,6 +24,7 @@ clients: $(CLIENTS_VENV)/.installed
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/hadolint Dockerfile
 
 test: install clients lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
