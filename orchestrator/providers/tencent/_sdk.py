@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
+import urllib3
 from qcloud_cos import CosConfig, CosS3Client
 from qcloud_cos.cos_exception import CosClientError, CosServiceError
 from tencentcloud.billing.v20180709 import billing_client
@@ -174,6 +175,17 @@ def _translate_cos(exc: CosServiceError | CosClientError) -> errors.CloudError:
     if status >= 500 and not isinstance(err, errors.TransientError):
         return errors.TransientError(code, err.message, err.request_id)
     return err
+
+
+def read_body(stream: Any, size: int) -> bytes:
+    """Up to ``size`` bytes of a COS response body. A connection that breaks mid-body (reset, timeout) is a
+    transient error like any other network failure; urllib3 would otherwise raise its own ProtocolError past
+    every caller's ``except CloudError`` (found by tests/faults: a reset during the data sync failed the job)."""
+    try:
+        data: bytes = stream.read(size)
+    except (OSError, urllib3.exceptions.HTTPError) as exc:
+        raise errors.TransientError("IncompleteBody", f"the response body was cut short: {exc}") from exc
+    return data
 
 
 class TencentSdk:

@@ -21,7 +21,7 @@ from typing import Any
 import fastcrc
 
 from . import errors
-from ._sdk import TencentSdk
+from ._sdk import TencentSdk, read_body
 
 MiB = 1024 * 1024
 Progress = Callable[[int], None]
@@ -209,7 +209,7 @@ class ObjectStore:
                 )
                 stream = resp["Body"].get_raw_stream()
                 offset = start
-                while chunk := stream.read(MiB):
+                while chunk := read_body(stream, MiB):
                     os.pwrite(fd, chunk, offset)
                     offset += len(chunk)
                     if progress:
@@ -244,6 +244,6 @@ def _verify(key: str, remote: int | None, local: int) -> None:
 
 def _read_all(stream: Any) -> bytes:
     chunks = []
-    while chunk := stream.read(MiB):
+    while chunk := read_body(stream, MiB):
         chunks.append(chunk)
     return b"".join(chunks)
