@@ -82,6 +82,16 @@ def _key(p: Placement) -> tuple[str, str, str]:
     return (p.zone, p.instance_type, p.charge_type)
 
 
+def _tried(history: list[AttemptSummary]) -> str:
+    """Every placement tried, in the order first tried, with how often and its latest reason. (Listing the last
+    eight attempts instead repeated one placement per retry and dropped the first placements of a long walk.)"""
+    tried: dict[tuple[str, str, str], tuple[Placement, int, str]] = {}
+    for h in history:
+        count = tried.get(_key(h.placement), (h.placement, 0, ""))[1]
+        tried[_key(h.placement)] = (h.placement, count + 1, h.reason)
+    return "; ".join(f"{p.label()}{f' ({n} times)' if n > 1 else ''}: {reason}" for p, n, reason in tried.values())
+
+
 def next_placement(
     history: list[AttemptSummary], candidates: list[Placement], rules: RecoveryRules, now: float, seed: str
 ) -> Choice:
@@ -90,7 +100,7 @@ def next_placement(
     last = history[-1]
     preemptions = [h for h in history if h.kind == PREEMPTED]
     failures = [h for h in history if h.kind == CAPACITY]
-    tried = "; ".join(f"{h.placement.label()}: {h.reason}" for h in history[-8:])
+    tried = _tried(history)
     if len(preemptions) > rules.max_preemptions:
         return GiveUp(
             JobState.FAILED_PREEMPTED,

@@ -72,6 +72,17 @@ def test_without_fallback_sold_out_everywhere_gives_up_listing_what_was_tried() 
     assert "z-3" in choice.reason and "z-4" in choice.reason
 
 
+def test_giving_up_names_every_placement_tried_once_with_its_count_and_latest_reason() -> None:
+    zones = [Placement(zone=f"z-{i}", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID") for i in range(4)]
+    history = [AttemptSummary(i, zones[i // 3], CAPACITY, f"sold out {i}", 100 + i) for i in range(12)]
+    rules = RecoveryRules(max_launch_failures=12, on_demand_after_preemptions=None, on_demand_after_minutes=None)
+    choice = next_placement(history, zones, rules, 200, "job")
+    assert isinstance(choice, GiveUp) and choice.state == JobState.FAILED_NO_CAPACITY
+    assert choice.reason == "12 launches failed (policy limit 12); tried: " + "; ".join(
+        f"GN7.2XLARGE32 in z-{i} (spot) (3 times): sold out {3 * i + 2}" for i in range(4)
+    )
+
+
 def test_preemptions_switch_to_on_demand_then_give_up_beyond_the_limit() -> None:
     history = [attempt(1, SPOT_A, PREEMPTED, 100), attempt(2, SPOT_A, PREEMPTED, 200)]
     choice = next_placement(history, CANDIDATES, RULES, 201, "job")
