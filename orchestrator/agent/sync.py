@@ -169,7 +169,7 @@ def sync_data(entries: list[DataEntry], root: Path, stores: Stores, board: Statu
             index.forget(rel)
         try:
             _download_all(entry, sync_plan.download, target, stores, board, stop, index)
-        except CloudError as exc:
+        except (CloudError, OSError) as exc:  # OSError: the local disk refused a write (full, quota)
             raise AttemptEnded(Outcome.SYNC_FAILED, f"downloading {entry.source} failed: {exc}") from exc
         finally:
             index.save()
