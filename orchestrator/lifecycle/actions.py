@@ -77,7 +77,10 @@ class ReleasePool:
 
 @dataclass(frozen=True)
 class RefreshCredentials:
-    pass
+    """Issue the agents new keys when theirs near expiry, or at once when ``agents_quiet``: an agent that stopped
+    reporting may hold keys the cloud no longer takes (expired early, revoked), and new ones bring it back."""
+
+    agents_quiet: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> S
     fallback = recovery.fallback_to_on_demand
     return Settings(
         nnodes=spec.train.nnodes,
+        elastic_min_nodes=spec.train.elastic_min_nodes,
         snapshot=spec.snapshot.enabled,
         snapshot_keep_last=spec.snapshot.keep_last,
         keep_on_failure=spec.teardown.on_failure == "keep",

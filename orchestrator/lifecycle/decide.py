@@ -40,6 +40,9 @@ GOING = ("TERMINATING", "LAUNCH_FAILED")  # on their way out by themselves: not 
 # Waiting for it to vanish stalled every recovery after a failed launch (and the teardown) for those minutes.
 NEVER_RAN = ("LAUNCH_FAILED",)
 NOT_BILLED_AWAY = ("SHUTDOWN",)  # prepaid recycle bin
+# An agent heartbeats every 5 s: two missed beats and its keys are rotated, in case the cloud stopped taking them
+# (credentials expired mid-run made the agent go silent until the heartbeat went stale and the attempt was lost).
+QUIET_AFTER = 10.0
 
 _FAILURE_STATES = {
     Outcome.TRAINING_FAILED: S.FAILED,
@@ -165,7 +168,7 @@ def _booting(
     )
     actions: list[Action] = [MarkNodes(newly_running)] if newly_running else []
     if all((v := seen.get(n.node)) is not None and v.status is not None for n in current):
-        return [*actions, RefreshCredentials(), Move(S.RUNNING, "the agents report")]
+        return [*actions, _refresh(obs), Move(S.RUNNING, "the agents report")]
     running_since = [n.running_at for n in current if n.running_at is not None]
     if running_since and obs.now - min(running_since) > s.bootstrap_timeout:
         return [
@@ -179,7 +182,12 @@ def _booting(
         ]
     if obs.now - entered_at > s.pending_timeout + s.bootstrap_timeout:
         return [*actions, *_fail(s, S.FAILED_BOOTSTRAP, "the instances never became RUNNING", obs.now)]
-    return [*actions, RefreshCredentials(), Wait(s.poll_seconds, "booting")]
+    return [*actions, _refresh(obs), Wait(s.poll_seconds, "booting")]
+
+
+def _refresh(obs: Observation) -> RefreshCredentials:
+    quiet = any(v.result is None and v.status is not None and obs.now - v.status.time > QUIET_AFTER for v in obs.nodes)
+    return RefreshCredentials(agents_quiet=quiet)
 
 
 def _fail(s: Settings, outcome: JobState, reason: str, now: float) -> list[Action]:
@@ -202,39 +210,58 @@ def _running(
     if preempted:
         updates = tuple((n.node, "lost", f"preempted: {preempted[0].reason}") for n in current)
         return [MarkNodes(updates), Move(S.RECOVERING, f"spot reclaim: {preempted[0].reason}")]
+    # A lost node decides before the others' reports: losing a peer makes their training fail, which is not the
+    # training's fault. With torchrun elastic (train.elastic_min_nodes) enough survivors keep the attempt going.
+    lost = _lost_nodes(current, obs)
+    if lost:
+        survivors = sum(1 for n in current if n.state not in ("lost", "failed", "gone")) - len(lost)
+        if s.elastic_min_nodes is None or survivors < s.elastic_min_nodes:
+            return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
+        doomed = tuple(
+            n.instance_id
+            for n in current
+            if n.node in {k for k, _, _ in lost} and n.instance_id and not _pool_node(current, n.node)
+        )
+        dropped: list[Action] = [Terminate(doomed, "lost; the elastic job goes on without it")] if doomed else []
+        return [*dropped, MarkNodes(tuple(lost))]
+    expected = [n for n in current if n.state not in ("lost", "failed", "gone")]
+    mine = {n.node for n in expected}
+    results = [v.result for v in obs.nodes if v.result is not None and v.node in mine]
     failures = [r for r in results if r.outcome in _FAILURE_STATES]
     if failures:
+        instances = [v.instance for v in obs.nodes if v.node in mine]
+        if len(expected) > 1 and not all(i is not None and i.state == "RUNNING" for i in instances):
+            return [Wait(s.poll_seconds, "a node failed while another is going away: waiting to tell which")]
         worst = failures[0]
         reason = f"{worst.outcome.value}: {worst.reason}".strip(": ")
         return _fail(s, _FAILURE_STATES[worst.outcome], reason, obs.now)
-    if len(results) == len(current) and all(r.outcome == Outcome.SUCCEEDED for r in results):
+    if len(results) == len(expected) and all(r.outcome == Outcome.SUCCEEDED for r in results):
         if s.snapshot:
             return [Move(S.IMAGING, "training succeeded; creating the image")]
         return [Move(S.TEARING_DOWN, "training succeeded", outcome=S.SUCCEEDED)]
     if results and all(r.outcome == Outcome.CANCELLED for r in results):
         return [Move(S.TEARING_DOWN, "the agents stopped on request", outcome=S.CANCELLED)]
-    lost = _lost_nodes(current, obs)
-    if lost:
-        return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
     if job.cancel_requested:
         return [RequestCancel("cancelled by the user"), Move(S.CANCELLING, "asking the agents to checkpoint and stop")]
     stale = [
         v
         for v in obs.nodes
-        if v.result is None
+        if v.node in mine
+        and v.result is None
         and v.status is not None
         and v.status.phase != Phase.PREEMPTED
         and obs.now - v.status.time > s.recovery.heartbeat_stale_after
     ]
     if stale:
-        ids = tuple(v.instance_id for v in stale if v.instance_id)
+        ids = tuple(v.instance_id for v in stale if v.instance_id and not _pool_node(current, v.node))
         updates = tuple((v.node, "lost", "heartbeat stale: the agent stopped reporting") for v in stale)
+        ending: list[Action] = [Terminate(ids, "its agent stopped reporting")] if ids else []
         return [
-            Terminate(ids, "its agent stopped reporting"),
+            *ending,
             MarkNodes(updates),
             Move(S.RECOVERING, f"no heartbeat for {s.recovery.heartbeat_stale_after:.0f} s"),
         ]
-    return [RefreshCredentials(), Wait(s.poll_seconds, "running")]
+    return [_refresh(obs), Wait(s.poll_seconds, "running")]
 
 
 def _recovering(
@@ -285,7 +312,7 @@ def _cancelling(
         return [Move(S.TEARING_DOWN, "the agents stopped", outcome=S.CANCELLED)]
     if obs.now - entered_at > s.cancel_grace:
         return [Move(S.TEARING_DOWN, f"the agents did not stop within {s.cancel_grace:.0f} s", outcome=S.CANCELLED)]
-    return [RefreshCredentials(), Wait(s.poll_seconds, "waiting for the agents to checkpoint and stop")]
+    return [_refresh(obs), Wait(s.poll_seconds, "waiting for the agents to checkpoint and stop")]
 
 
 def _imaging(

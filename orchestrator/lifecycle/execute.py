@@ -65,6 +65,7 @@ from .observe import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER
 ACTION_TIMER_MARGIN = 600.0  # the instance's own deadline trails the job's by this much
 CREDENTIAL_SECONDS = 7200  # GetFederationToken maximum for a root account
 CREDENTIAL_REFRESH_BEFORE = 1800.0
+QUIET_ROTATION_SECONDS = 30.0  # at most this often for agents that went quiet (RefreshCredentials.agents_quiet)
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
 Emit = Callable[[str, str], None]
@@ -103,6 +104,7 @@ class Executor:
     emit: Emit = lambda kind, message: None
     interrupted: threading.Event = field(default_factory=threading.Event)
     _keys_expire: dict[int, float] = field(default_factory=dict)
+    _keys_issued: dict[int, float] = field(default_factory=dict)
 
     @property
     def layout(self) -> JobLayout:
@@ -268,6 +270,7 @@ class Executor:
             )
         )
         self._keys_expire[attempt] = keys.expires_at
+        self._keys_issued[attempt] = self.now()
         return keys
 
     def _presign_seconds(self) -> int:
@@ -314,9 +317,11 @@ class Executor:
         if self.spec.credentials != "sts" or job.attempt == 0:
             return True
         expires = self._keys_expire.get(job.attempt)
-        if expires is None or expires - self.now() < CREDENTIAL_REFRESH_BEFORE:
+        quiet = action.agents_quiet and self.now() - self._keys_issued.get(job.attempt, 0.0) > QUIET_ROTATION_SECONDS
+        if expires is None or expires - self.now() < CREDENTIAL_REFRESH_BEFORE or quiet:
             self._write_credentials(job.attempt)
-            self.emit("credentials", "issued fresh short-lived COS keys to the agents")
+            why = " (they went quiet)" if quiet else ""
+            self.emit("credentials", f"issued fresh short-lived COS keys to the agents{why}")
         return True
 
     # -- instances ---------------------------------------------------------------------------------------

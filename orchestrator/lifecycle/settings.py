@@ -31,6 +31,7 @@ class RecoveryRules:
 @dataclass(frozen=True)
 class Settings:
     nnodes: int = 1
+    elastic_min_nodes: int | None = None  # torchrun elastic: the attempt goes on while this many nodes remain
     snapshot: bool = True
     snapshot_keep_last: int = 3
     keep_on_failure: bool = False

@@ -265,3 +265,50 @@ def test_deadline_and_budget() -> None:
     budget = replace(SETTINGS, max_cost=0.1)
     actions = run(job(S.RUNNING), seen(instance(), status()), settings=budget)
     assert isinstance(actions[-1], Move) and actions[-1].outcome == S.FAILED_BUDGET
+
+
+def two_nodes() -> list[NodeRecord]:
+    return [node(), replace(node(instance_id="ins-00000002"), node=1)]
+
+
+def two_seen(
+    second: InstanceView | None, second_result: Result | None = None, first_result: Result | None = None
+) -> Observation:
+    return Observation(
+        now=NOW,
+        cloud_ok=True,
+        nodes=(
+            NodeSeen(0, "ins-00000001", instance(), status(), first_result),
+            NodeSeen(1, "ins-00000002", second, status(), second_result),
+        ),
+    )
+
+
+def test_a_peer_failing_because_another_node_went_away_is_a_loss_not_a_failure() -> None:
+    failed = result(Outcome.TRAINING_FAILED, "connection reset by peer")
+    going = instance("TERMINATING", "ins-00000002")
+    actions = run(job(S.RUNNING), two_seen(going, first_result=failed), two_nodes())
+    assert actions[-1] == Move(S.RECOVERING, "the instance is TERMINATING (reclaimed?)")
+
+
+def test_an_elastic_job_goes_on_without_a_lost_node() -> None:
+    elastic = replace(SETTINGS, elastic_min_nodes=1)
+    actions = run(job(S.RUNNING), two_seen(None), two_nodes(), settings=elastic)
+    assert actions[0] == Terminate(("ins-00000002",), "lost; the elastic job goes on without it")
+    assert isinstance(actions[1], MarkNodes) and not any(isinstance(a, Move) for a in actions)
+    # the survivor's success is the job's success
+    survivor_done = two_seen(None, first_result=result(Outcome.SUCCEEDED))
+    dropped = [two_nodes()[0], replace(two_nodes()[1], state="lost")]
+    assert run(job(S.RUNNING), survivor_done, dropped, settings=elastic)[0] == Move(
+        S.IMAGING, "training succeeded; creating the image"
+    )
+
+
+def test_a_reserved_pool_member_is_never_terminated() -> None:
+    pool_node = replace(node(), charge_type="PREPAID")
+    stale = status(at=NOW - SETTINGS.recovery.heartbeat_stale_after - 1)
+    actions = run(job(S.RUNNING), seen(instance(), stale), [pool_node])
+    assert not any(isinstance(a, Terminate) for a in actions)
+    tearing = job(S.TEARING_DOWN, outcome=S.SUCCEEDED, reason="done")
+    actions = run(tearing, seen(instance()), [pool_node])
+    assert [type(a).__name__ for a in actions] == ["ReleasePool"]
