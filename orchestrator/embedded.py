@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .emulator.launcher import launch
 from .home import cvmjob_home
 
 # Documented in the README: the emulator's default account (not a secret: it only opens the local emulator).
@@ -66,38 +65,11 @@ def ensure_running(timeout: float = 60.0) -> EmbeddedEmulator:
     directory = _dir()
     directory.mkdir(parents=True, exist_ok=True)
     state_dir = directory / "state"
-    ready = directory / "ready.json"
-    ready.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    with (directory / "emulator.log").open("ab") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator.emulator",
-                "serve",
-                "--port",
-                "0",
-                "--state-dir",
-                str(state_dir),
-                "--ready-file",
-                str(ready),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + timeout
-    while not ready.exists():
-        if process.poll() is not None:
-            raise RuntimeError(f"the local emulator exited at start; see {directory / 'emulator.log'}")
-        if time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the local emulator did not start within {timeout:.0f} s")
-        time.sleep(0.05)
-    endpoint = json.loads(ready.read_text())["endpoint"]
+    try:
+        process, ready = launch(state_dir, directory / "emulator.log", detached=True, timeout=timeout)
+    except RuntimeError as exc:
+        raise RuntimeError(f"the local emulator did not start: {exc}") from exc
+    endpoint = ready["endpoint"]
     info = {"endpoint": endpoint, "pid": process.pid, "state_dir": str(state_dir)}
     (directory / "server.json").write_text(json.dumps(info))
     return EmbeddedEmulator(endpoint, process.pid, state_dir)
