@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import api
+from .. import api, embedded
 from ..home import state_db
 from ..lifecycle.execute import owner
 from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
@@ -348,6 +348,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_CLOUD_ERROR)
     except KeyboardInterrupt:
         sys.exit(EXIT_CODES[JobState.CANCELLED])
+    finally:
+        # The embedded emulator lives for the jobs' duration: once no active job needs it (a plan, a finished
+        # run, a rejected spec), it stops.
+        if embedded.running() is not None:
+            api.release_embedded(_store())
 
 
 if __name__ == "__main__":
