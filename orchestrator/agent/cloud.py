@@ -26,7 +26,10 @@ from .metadata import Metadata
 
 log = logging.getLogger(__name__)
 
-_REFETCH_SECONDS = 30.0  # while the controller has not rotated yet, ask again at most this often
+# While the controller has not rotated yet, ask again at most this often. Short: after the cloud rejected the keys
+# (expired early), the agent is silent until the controller's new ones arrive, and silence for
+# heartbeat_stale_after loses the attempt.
+_REFETCH_SECONDS = 5.0
 
 
 def _static(keys: TemporaryKeys) -> tuple[StaticCredential, float]:

@@ -104,7 +104,7 @@ class Executor:
     emit: Emit = lambda kind, message: None
     interrupted: threading.Event = field(default_factory=threading.Event)
     _keys_expire: dict[int, float] = field(default_factory=dict)
-    _keys_issued: dict[int, float] = field(default_factory=dict)
+    _quiet_rotations: dict[int, float] = field(default_factory=dict)
 
     @property
     def layout(self) -> JobLayout:
@@ -270,7 +270,6 @@ class Executor:
             )
         )
         self._keys_expire[attempt] = keys.expires_at
-        self._keys_issued[attempt] = self.now()
         return keys
 
     def _presign_seconds(self) -> int:
@@ -317,9 +316,12 @@ class Executor:
         if self.spec.credentials != "sts" or job.attempt == 0:
             return True
         expires = self._keys_expire.get(job.attempt)
-        quiet = action.agents_quiet and self.now() - self._keys_issued.get(job.attempt, 0.0) > QUIET_ROTATION_SECONDS
+        last_quiet_rotation = self._quiet_rotations.get(job.attempt, 0.0)
+        quiet = action.agents_quiet and self.now() - last_quiet_rotation > QUIET_ROTATION_SECONDS
         if expires is None or expires - self.now() < CREDENTIAL_REFRESH_BEFORE or quiet:
             self._write_credentials(job.attempt)
+            if quiet:
+                self._quiet_rotations[job.attempt] = self.now()
             why = " (they went quiet)" if quiet else ""
             self.emit("credentials", f"issued fresh short-lived COS keys to the agents{why}")
         return True

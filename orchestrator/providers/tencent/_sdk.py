@@ -96,6 +96,11 @@ class RefreshingCredential:
     def get_credential_info(self) -> tuple[str, str, str | None]:
         return self._fresh().get_credential_info()
 
+    def rejected(self) -> None:
+        """The cloud no longer takes the current keys (expired early, revoked): fetch a successor before the
+        next call instead of waiting for their stated expiry."""
+        self._expires_at = 0.0
+
 
 _TRANSIENT_PREFIXES = (
     "ClientNetworkError",
@@ -137,6 +142,8 @@ _AUTH_PREFIXES = (
     "ExpiredToken",
     "InvalidPermission",
 )
+# COS's answers to keys it no longer takes: a RefreshingCredential fetches new ones.
+_REJECTED_KEY_CODES = ("ExpiredToken", "InvalidAccessKeyId")
 _STATE_PREFIXES = (
     "UnsupportedOperation.InstanceState",
     "InvalidImageId.IncorrectState",
@@ -268,7 +275,10 @@ class TencentSdk:
         try:
             return getattr(self.cos(), method)(**kwargs)
         except (CosServiceError, CosClientError) as exc:
-            raise _translate_cos(exc) from exc
+            error = _translate_cos(exc)
+            if error.code in _REJECTED_KEY_CODES and isinstance(self.credential, RefreshingCredential):
+                self.credential.rejected()
+            raise error from exc
 
     def presigned_get_url(self, bucket: str, key: str, expires_seconds: int) -> str:
         """A URL on the bucket's real domain (``<bucket>.cos.<region>.myqcloud.com``). On the emulator an

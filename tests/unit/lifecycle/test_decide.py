@@ -312,3 +312,10 @@ def test_a_reserved_pool_member_is_never_terminated() -> None:
     tearing = job(S.TEARING_DOWN, outcome=S.SUCCEEDED, reason="done")
     actions = run(tearing, seen(instance()), [pool_node])
     assert [type(a).__name__ for a in actions] == ["ReleasePool"]
+
+
+def test_an_agent_that_went_quiet_gets_new_keys_before_its_heartbeat_is_stale() -> None:
+    from orchestrator.lifecycle.actions import RefreshCredentials
+
+    assert run(job(S.RUNNING), seen(instance(), status(at=NOW - 2)))[0] == RefreshCredentials(agents_quiet=False)
+    assert run(job(S.RUNNING), seen(instance(), status(at=NOW - 12)))[0] == RefreshCredentials(agents_quiet=True)
