@@ -276,7 +276,8 @@ def find_orphans(store: Store, sdk: TencentSdk, now: float, grace: float, me: st
     stray_images = []
     for img in images.find_by_tag_key(sdk, "cvmjob:job"):
         created = img.created()
-        if img.image_id in products or img.state != "NORMAL":
+        # A failed capture is garbage whoever made it (even a succeeded job's); a CREATING one cannot be deleted yet.
+        if (img.image_id in products and img.state == "NORMAL") or img.state not in ("NORMAL", "CREATEFAILED"):
             continue
         if orphaned(img.tags, created.replace(tzinfo=timezone.utc).timestamp() if created else None):
             stray_images.append(img)

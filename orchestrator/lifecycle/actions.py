@@ -63,6 +63,13 @@ class ApplyImageRetention:
 
 
 @dataclass(frozen=True)
+class DiscardImage:
+    """Delete the job's image that failed (CREATEFAILED): garbage that still counts against the image quota."""
+
+    image_id: str
+
+
+@dataclass(frozen=True)
 class Terminate:
     instance_ids: tuple[str, ...]
     reason: str
@@ -103,6 +110,7 @@ Action = (
     | RequestCancel
     | CreateImage
     | ApplyImageRetention
+    | DiscardImage
     | Terminate
     | ReleasePool
     | RefreshCredentials

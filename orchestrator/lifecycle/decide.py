@@ -17,6 +17,7 @@ from .actions import (
     Action,
     ApplyImageRetention,
     CreateImage,
+    DiscardImage,
     Launch,
     MarkNodes,
     Move,
@@ -334,7 +335,9 @@ def _imaging(
         ]
     if image is None or image.state in ("CREATEFAILED", "IMPORTFAILED"):
         what = "disappeared" if image is None else image.state
-        return [Move(S.TEARING_DOWN, f"training succeeded; image {job.image_id} {what}", outcome=S.SUCCEEDED)]
+        # A failed capture was left behind for ever (found by tests/faults: I1, image fails): it goes first.
+        discard: list[Action] = [] if image is None else [DiscardImage(job.image_id)]
+        return [*discard, Move(S.TEARING_DOWN, f"training succeeded; image {job.image_id} {what}", outcome=S.SUCCEEDED)]
     if obs.now - entered_at > s.image_timeout:
         return [
             Move(

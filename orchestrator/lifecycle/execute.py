@@ -47,6 +47,7 @@ from .actions import (
     Action,
     ApplyImageRetention,
     CreateImage,
+    DiscardImage,
     Launch,
     MarkNodes,
     Move,
@@ -516,6 +517,15 @@ class Executor:
                 return True
             for image in doomed:
                 self.emit("image", f"deleted old image {image.image_id} ({image.name}), keeping {action.keep_last}")
+        return True
+
+    def _DiscardImage(self, action: DiscardImage) -> bool:
+        try:
+            retrying(lambda: images.delete(self.sdk, [action.image_id]))
+        except CloudError as exc:
+            self.emit("image", f"could not delete the failed image {action.image_id} ({exc.code}); `cvmjob gc` will")
+            return True
+        self.emit("image", f"deleted the failed image {action.image_id}")
         return True
 
     # -- the bill ------------------------------------------------------------------------------------------

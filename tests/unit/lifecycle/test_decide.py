@@ -319,3 +319,12 @@ def test_an_agent_that_went_quiet_gets_new_keys_before_its_heartbeat_is_stale() 
 
     assert run(job(S.RUNNING), seen(instance(), status(at=NOW - 2)))[0] == RefreshCredentials(agents_quiet=False)
     assert run(job(S.RUNNING), seen(instance(), status(at=NOW - 12)))[0] == RefreshCredentials(agents_quiet=True)
+
+
+def test_a_failed_image_is_deleted_and_the_job_succeeds_without_it() -> None:
+    from orchestrator.lifecycle.actions import DiscardImage
+
+    failed = ImageView("img-00000001", "n", "CREATEFAILED", "PRIVATE_IMAGE", "", {})
+    actions = run(job(S.IMAGING, image_id="img-00000001"), replace(seen(instance()), image=failed))
+    assert actions[0] == DiscardImage("img-00000001")
+    assert isinstance(actions[1], Move) and actions[1].outcome == S.SUCCEEDED
