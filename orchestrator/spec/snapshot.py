@@ -55,8 +55,8 @@ class SnapshotSpec(SpecModel):
     keep_last: StrictInt = Field(3, ge=1, le=100)
     """Snapshots of this job name kept; older ones are deleted."""
     timeout: Annotated[Duration, within(10, DAY)] = HOUR
-    """How long the image may take to become usable. After it the job still succeeds, without the image, and the
-    unfinished image is deleted."""
+    """How long the image may take to become usable. After it the job succeeds without waiting: an image that
+    finishes later is still the job's; one that fails is deleted by `cvmjob gc`."""
 
     @field_validator("name")
     @classmethod
