@@ -73,7 +73,7 @@ class TrainSpec(SpecModel):
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, examples=[{"NCCL_DEBUG": "WARN"}],
                                          json_schema_extra={"additionalProperties": False})
     """Environment variables for the workers. Names starting with CVMJOB_ are reserved."""
-    hang_timeout: Annotated[Duration, within(60, 7 * DAY)] | None = None
+    hang_timeout: Annotated[Duration, within(10, 7 * DAY)] | None = None
     """No progress (no new step in the heartbeat) for this long means the job is hung. Unset: never."""
 
     @model_validator(mode="after")
