@@ -1,0 +1,73 @@
+"""A 2-node x 2-process DDP job through the CLI: it completes, and after one node is reclaimed mid-run the whole
+attempt is replaced and resumes from the last checkpoint."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Cli
+from tests.e2e.spot_support import JobWatch, LiveCount, job_folder, spot_overrides, start_steps, steps_in
+from tests.e2e.test_run import no_instance_left
+from tests.e2e.test_spot import NOTICE, PACE, STEPS, assert_one_attempt_alive_at_a_time, attempt_log, finish
+
+pytestmark = pytest.mark.e2e
+
+NODES = ("train.nnodes=2",)
+_WORLD = re.compile(r"^world=(\d+) ", re.MULTILINE)
+
+
+def both_logs(cli: Cli, job_id: str, attempt: int) -> tuple[str, str]:
+    """Node 0's and node 1's logs; rank 0 (the one printing steps) may be on either: ranks come from the
+    rendezvous."""
+    return attempt_log(cli, job_id, attempt, 0), attempt_log(cli, job_id, attempt, 1)
+
+
+def test_a_two_node_job_completes(cli: Cli, tmp_path: Path) -> None:
+    steps = 30
+    spec = job_folder(tmp_path)
+    overrides = spot_overrides(steps, every=10, pace=0, extra=NODES)
+    result = cli.run("run", str(spec), *overrides[2:], timeout=240)  # on-demand: drop billing.mode=spot
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    final = cli.status()
+    assert final["state"] == "SUCCEEDED" and final["attempt"] == 1
+    assert sorted(n["node"] for n in final["nodes"]) == [0, 1]
+    assert len({n["instance_id"] for n in final["nodes"]}) == 2
+    logs = both_logs(cli, final["job_id"], 1)
+    assert [_WORLD.findall(log) for log in logs].count(["4"]) == 1  # one rank 0, of 2 nodes x 2 processes
+    assert steps_in("".join(logs)) == list(range(steps))
+    assert [c["step"] for c in final["checkpoints"]] == [9, 19, 29]
+    assert no_instance_left(cli)
+
+
+def test_a_two_node_job_completes_after_one_node_is_reclaimed(cli: Cli, tmp_path: Path) -> None:
+    steps = STEPS
+    spec = job_folder(tmp_path)
+    watch = JobWatch(cli.emulator)
+    with LiveCount(cli.emulator) as live:
+        process = cli.start("run", str(spec), *spot_overrides(steps, every=steps, pace=PACE, extra=NODES))
+        try:
+            first = watch.running(attempt=1, nodes=2)
+            watch.wait_for_step(attempt=1, step=10, nodes=2)
+            cli.emulator.admin.reclaim(first[1]["instance_id"], NOTICE)  # node 1 only
+        finally:
+            code = finish(process, cli)
+    assert code == 0, cli.output()[-4000:]
+    final = cli.status(watch.job_id)
+    assert final["state"] == "SUCCEEDED" and final["attempt"] == 2, final["reason"]
+    assert final["result"] is None or final["result"]["outcome"] == "succeeded"
+
+    first_logs, second_logs = both_logs(cli, watch.job_id, 1), both_logs(cli, watch.job_id, 2)
+    first_steps, second_steps = steps_in("".join(first_logs)), steps_in("".join(second_logs))
+    # Every rank stopped at the same step after the emergency checkpoint node 1's notice asked for.
+    emergency = first_steps[-1]
+    assert first_steps == list(range(emergency + 1))
+    assert [c["step"] for c in final["checkpoints"]] == [emergency, steps - 1]
+    assert start_steps("".join(second_logs)) == [emergency + 1]
+    assert second_steps == list(range(emergency + 1, steps))
+    lost = [n for n in final["nodes"] if n["attempt"] == 1]
+    assert sorted(n["node"] for n in lost) == [0, 1] and all(n["state"] == "lost" for n in lost), lost
+    assert_one_attempt_alive_at_a_time(cli, watch, live, nodes=2)
+    assert no_instance_left(cli)
