@@ -22,14 +22,15 @@ from typing import Any
 from ..lifecycle.machine import JobState, check_transition
 from .migrations import MIGRATIONS
 
-# Test-only crash point (tests/faults/test_crash_points.py): with CVMJOB_CRASH_AT="RUNNING->IMAGING" the process
-# SIGKILLs itself right after that transition commits, so that a restarted controller has only the store and the
-# cloud to go on. Inert unless set; nothing else reads it.
+# Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
+# controller has only the store and the cloud to go on. CVMJOB_CRASH_AT="RUNNING->IMAGING": right after that
+# transition commits; "node:launched" or "image:CREATING": right before a node or image record in that state is
+# written, i.e. after the cloud call it records and before its outcome is persisted. Inert unless set.
 CRASH_AT_ENV = "CVMJOB_CRASH_AT"
 
 
-def _crash_point(current: JobState, target: JobState) -> None:
-    if os.environ.get(CRASH_AT_ENV) == f"{current.value}->{target.value}":
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_AT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -345,7 +346,7 @@ class Store:
                 " VALUES (?, ?, 'transition', ?, ?, ?)",
                 (job_id, now, current.value, target.value, reason),
             )
-        _crash_point(current, target)
+        _crash_point(f"{current.value}->{target.value}")
 
     def update(self, job_id: str, token: int, now: float, **changes: Any) -> None:
         with self._tx() as db:
@@ -382,6 +383,7 @@ class Store:
             db.execute("INSERT INTO events (job_id, at, kind, detail) VALUES (?, ?, ?, ?)", (job_id, now, kind, detail))
 
     def put_node(self, token: int, node: NodeRecord) -> None:
+        _crash_point(f"node:{node.state}")
         names = [f.name for f in fields(NodeRecord)]
         with self._tx() as db:
             self._fence(db, node.job_id, token)
@@ -391,6 +393,7 @@ class Store:
             )
 
     def put_image(self, token: int, image: ImageRecord) -> None:
+        _crash_point(f"image:{image.state}")
         names = [f.name for f in fields(ImageRecord)]
         with self._tx() as db:
             self._fence(db, image.job_id, token)
