@@ -21,7 +21,7 @@ def offering(zone: str, instance_type: str, charge: str, stock: str = "EnoughSto
         zone=zone,
         instance_type=instance_type,
         charge_type=charge,
-        family=instance_type.split(".")[0],
+        family=instance_type.split(".", maxsplit=1)[0],
         cpu=8,
         memory_gib=32,
         gpu_count=GPUS[instance_type],
