@@ -72,7 +72,7 @@ def workdir_archive(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> A
     # mtime=0 in the gzip header and fixed member metadata: same tree, same bytes.
     with (
         dest.open("wb") as raw,
-        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w") as tar,
     ):
         for rel in files:

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import base64
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from orchestrator import __version__
+from orchestrator.bootstrap import MAX_USER_DATA, user_data
+from orchestrator.bundle import agent_wheel, workdir_archive, workdir_files
+
+
+def test_the_workdir_honours_gitignore_files_and_skips_git_and_excluded_folders(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "config").write_text("x")
+    (root / "data" / "raw").mkdir(parents=True)
+    (root / "sub").mkdir()
+    (root / ".gitignore").write_text("*.log\ndata/\n")
+    (root / "sub" / ".gitignore").write_text("secret.txt\n")
+    for name in ("train.py", "run.log", "data/raw/big.bin", "sub/keep.py", "sub/secret.txt", "home/state.db"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(name)
+    files = [p.as_posix() for p in workdir_files(root, exclude=(root / "home",))]
+    assert files == [".gitignore", "sub/.gitignore", "sub/keep.py", "train.py"]
+
+
+def test_the_archive_is_deterministic(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "train.py").write_text("print('hi')\n")
+    first = workdir_archive(root, tmp_path / "a.tgz")
+    (root / "train.py").touch()  # a new mtime changes nothing
+    second = workdir_archive(root, tmp_path / "b.tgz")
+    assert first.sha256 == second.sha256 and first.files == 1
+    with tarfile.open(first.path) as tar:
+        assert tar.getnames() == ["train.py"]
+
+
+def test_the_agent_wheel_holds_the_package_but_not_the_emulator_or_the_cli(tmp_path: Path) -> None:
+    wheel = agent_wheel(tmp_path)
+    assert wheel.name == f"cvmjob-{__version__}-py3-none-any.whl"
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "orchestrator/agent/__main__.py" in names and "orchestrator/trainkit.py" in names
+    assert not any(n.startswith(("orchestrator/emulator/", "orchestrator/cli/")) for n in names)
+    assert any(n.endswith(".dist-info/RECORD") for n in names)
+
+
+def test_user_data_is_a_script_with_urls_and_no_keys() -> None:
+    encoded = user_data("job-1", 2, 0, "http://b.cos/agent.whl?q-sign=x", "http://b.cos/agent.json?q-sign=y")
+    script = base64.b64decode(encoded).decode()
+    assert script.startswith("#!/bin/bash") and "'http://b.cos/agent.whl?q-sign=x'" in script
+    assert len(encoded) < MAX_USER_DATA
+
+
+def test_user_data_over_16_kb_is_refused() -> None:
+    with pytest.raises(ValueError, match="at most 16384"):
+        user_data("job-1", 1, 0, "http://x/" + "a" * 20_000, "http://y")
