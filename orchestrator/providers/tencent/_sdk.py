@@ -24,6 +24,7 @@ from qcloud_cos import CosConfig, CosS3Client
 from qcloud_cos.cos_exception import CosClientError, CosServiceError
 from tencentcloud.billing.v20180709 import billing_client
 from tencentcloud.billing.v20180709 import models as billing_models
+from tencentcloud.common import credential
 from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
 from tencentcloud.common.profile.client_profile import ClientProfile
 from tencentcloud.common.profile.http_profile import HttpProfile
@@ -100,6 +101,17 @@ class RefreshingCredential:
         """The cloud no longer takes the current keys (expired early, revoked): fetch a successor before the
         next call instead of waiting for their stated expiry."""
         self._expires_at = 0.0
+
+
+def cvm_role_credential() -> CredentialSource | None:
+    """The keys of the CAM role bound to this CVM (the SDK's CVMRoleCredential, refreshed from the metadata
+    service), or None when the instance has no role."""
+    role = credential.CVMRoleCredential()
+    try:
+        role.get_credential_info()
+    except Exception:  # the SDK raises bare exceptions for "no role" and for an unreachable metadata service
+        return None
+    return role  # type: ignore[no-any-return]
 
 
 _TRANSIENT_PREFIXES = (

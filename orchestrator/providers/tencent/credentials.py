@@ -3,7 +3,8 @@
 1. ``TENCENTCLOUD_SECRET_ID`` / ``TENCENTCLOUD_SECRET_KEY`` (+ ``TENCENTCLOUD_SESSION_TOKEN``),
 2. the SDK profile file ``~/.tencentcloud/credentials`` (``[default]`` section, ``secret_id`` / ``secret_key``;
    ``TENCENTCLOUD_PROFILE`` picks another section),
-3. tccli's ``~/.tccli/<profile>.credential`` (JSON ``secretId`` / ``secretKey``).
+3. tccli's ``~/.tccli/<profile>.credential`` (JSON ``secretId`` / ``secretKey``),
+4. on a Tencent Cloud CVM (its DMI vendor says so), the CAM role bound to the instance.
 Keys are read when needed and never written anywhere by cvmjob.
 """
 
@@ -15,12 +16,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._sdk import StaticCredential
+from ._sdk import CredentialSource, StaticCredential, cvm_role_credential
+
+DMI_VENDOR = Path("/sys/class/dmi/id/sys_vendor")
 
 
 @dataclass(frozen=True)
 class FoundCredential:
-    credential: StaticCredential
+    credential: CredentialSource
     source: str
 
 
@@ -52,4 +55,16 @@ def find_user_credential(home: Path | None = None) -> FoundCredential | None:
         data = json.loads(tccli.read_text())
         if data.get("secretId") and data.get("secretKey"):
             return FoundCredential(StaticCredential(data["secretId"], data["secretKey"]), str(tccli))
+    if _on_tencent_cvm():
+        role = cvm_role_credential()
+        if role is not None:
+            return FoundCredential(role, "the CAM role of this CVM")
     return None
+
+
+def _on_tencent_cvm() -> bool:
+    """Only a Tencent Cloud instance asks the metadata service (elsewhere its name may take long to fail)."""
+    try:
+        return "tencent" in DMI_VENDOR.read_text().lower()
+    except OSError:
+        return False
