@@ -16,7 +16,7 @@ import logging
 import os
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orchestrator.contract import AgentConfig, JobLayout, Outcome, Phase, Result, TrainingEnv
@@ -42,7 +42,7 @@ from .retry import retrying
 from .spot import SpotWatcher
 from .status import StatusBoard
 from .stop import StopSignal
-from .supervisor import UPLOAD_MARGIN_SECONDS, Supervisor, TrainingEnd
+from .supervisor import UPLOAD_MARGIN_SECONDS, Supervisor, TrainingEnd, worker_exit_code
 from .sync import DataEntry, sync_data
 from .uploader import CheckpointUploader
 from .workdir import prepare_workdir, run_setup
@@ -234,6 +234,10 @@ class Attempt:
             if self._training.poll() is None:  # an agent error while supervising: leave nothing running
                 self._training.stop(grace=10)
             self.paths.training_pid.unlink(missing_ok=True)
+        if end.outcome == Outcome.TRAINING_FAILED and end.exit_code == 1:
+            code = worker_exit_code(self.paths.run_log)
+            if code is not None and code != 1:
+                end = replace(end, exit_code=code, reason=f"a training process exited with {code}")
         log.info("training ended: %s (exit code %s)", end.outcome.value, end.exit_code)
         return end
 

@@ -15,6 +15,7 @@ A stop request (spot notice or cancel) is served in this order:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,3 +128,19 @@ class Supervisor:
         if not uploaded_all:
             saved += "; some checkpoints were not uploaded before the deadline"
         return TrainingEnd(request.outcome, code, f"{request.reason}: {saved}")
+
+
+_ROOT_CAUSE_EXIT = re.compile(r"Root Cause \(first observed failure\):.*?exitcode\s*:\s*(-?\d+)", re.S)
+
+
+def worker_exit_code(run_log: Path, tail_bytes: int = 256 * 1024) -> int | None:
+    """The exit code of the worker that failed first, from torchrun's error report ("Root Cause ... exitcode : 3")
+    at the end of the log: torchrun itself exits 1 whatever its workers' codes were."""
+    try:
+        with run_log.open("rb") as f:
+            f.seek(max(0, run_log.stat().st_size - tail_bytes))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    matches = _ROOT_CAUSE_EXIT.findall(text)
+    return int(matches[-1]) if matches else None

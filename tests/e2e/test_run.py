@@ -124,6 +124,7 @@ def test_a_failing_training_exits_with_its_code_shows_the_log_and_leaves_nothing
     assert "boom: the loss went NaN" in result.stdout  # the log tail is shown
     status = cli.status()
     assert status["state"] == "FAILED" and status["image_id"] is None
+    assert status["result"]["exit_code"] == 3  # the script's own code, not torchrun's 1
     assert no_instance_left(cli)
     assert cli.emulator.admin.calls(action="CreateImage") == []
 
