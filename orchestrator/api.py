@@ -21,11 +21,14 @@ from .plan.planner import ON_DEMAND, Facts, PlanError, PublicImage, make_plan
 from .policy.loader import load_job_policies
 from .providers.tencent import compute, images
 from .providers.tencent._sdk import TencentSdk
-from .providers.tencent.errors import CloudError
+from .providers.tencent.errors import CapacityError, CloudError
 from .providers.tencent.storage import ObjectStore
+from .retry import retrying
 from .spec import JobSpec, load_spec
 from .state.store import JobRecord, PoolStore, Store
 from .target import Target, connect, resolve
+
+PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
 
 
 class JobNotFound(LookupError):
@@ -122,8 +125,10 @@ def plan(
     load_job_policies(spec, spec_path)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)
-    plan_ = make_plan(spec, _gather(spec, target, sdk))
-    notes = _check_storage(spec, target, sdk, plan_)
+    # Every call here is a read (or a DryRun): retried while throttled, so that many jobs can start at once (fifty
+    # concurrent `cvmjob run`s failed on RequestLimitExceeded before they created anything; tests/faults row 16).
+    plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS))
+    notes = retrying(lambda: _check_storage(spec, target, sdk, plan_), attempts=PLAN_ATTEMPTS)
     primary = plan_.primary
     probe = compute.LaunchRequest(
         zone=primary.zone,
@@ -139,8 +144,14 @@ def plan(
     if primary.charge_type == "PREPAID":
         notes.append(_pool_note(spec, plan_, sdk))
         return PlanReport(spec, spec_path, target, plan_, notes)
-    compute.dry_run(sdk, probe)
-    price = compute.inquiry_price(sdk, probe)
+    try:
+        retrying(lambda: compute.dry_run(sdk, probe), attempts=PLAN_ATTEMPTS)
+        price = retrying(lambda: compute.inquiry_price(sdk, probe), attempts=PLAN_ATTEMPTS)
+    except CapacityError as exc:
+        # Stock is a moment's truth (other launches took it since DescribeZoneInstanceConfigInfos): the launch tries
+        # again and moves along the candidates as the recovery policy says, rather than `run` failing here (exit 3).
+        notes.append(f"{primary.label()} answers {exc.code} now: the launch retries, then tries the next placement")
+        return PlanReport(spec, spec_path, target, plan_, notes)
     if price.per_hour is not None:
         plan_.candidates[0] = primary.model_copy(update={"price_per_hour": price.per_hour})
         plan_.estimated_cost = round(price.per_hour * plan_.nnodes * plan_.expected_hours, 2)
