@@ -126,6 +126,10 @@ class Executor:
 
     def run(self, action: Action) -> bool:
         """Carry out ``action``; False when the rest of this round's actions should wait for a new look."""
+        if not isinstance(action, Wait):
+            # A stale controller (another took the lease while it was paused) must not act at all: its writes to
+            # the store are fenced, but its cloud calls came first (a Terminate, a Launch, the agents' keys).
+            self.store.check_lease(self.job_id, self.token)
         handler = getattr(self, "_" + type(action).__name__)
         result: bool = handler(action)
         return result

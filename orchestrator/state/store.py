@@ -323,6 +323,11 @@ class Store:
             raise FencedOut(f"job {job_id}: lease token {token} is stale (current {row['lease_token']})")
         return row
 
+    def check_lease(self, job_id: str, token: int) -> None:
+        """Raise FencedOut unless ``token`` is still the job's lease: asked before every action, so that a
+        controller that lost its lease stops before a cloud call, not at the write that records it."""
+        self._fence(self._db(), job_id, token)
+
     # -- fenced writes ---------------------------------------------------------------------------------
     def transition(
         self,
