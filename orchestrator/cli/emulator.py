@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..emulator.cli import serve as serve_emulator
 from ..emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY, EmulatorConfig
 
 emulator_app = typer.Typer(no_args_is_help=True, help="The local Tencent Cloud emulator.")
@@ -33,6 +32,10 @@ def serve(
     ready_file: Annotated[Optional[Path], typer.Option()] = None,  # noqa: UP045
 ) -> None:
     """Serve CVM, VPC, STS, billing, COS and instance metadata on one port."""
+    # Imported here: the server (aiohttp and every emulated service) cost every other `cvmjob` command a third of
+    # its start-up time.
+    from ..emulator.cli import serve as serve_emulator
+
     config = EmulatorConfig(
         state_dir=state_dir,
         host=host,
