@@ -117,7 +117,7 @@ def next_placement(
             f"still no capacity after {rules.give_up_after / 60:.0f} min of recovery; tried: {tried}",
         )
 
-    allowed = _allowed(candidates, preemptions, rules, now)
+    allowed = _allowed(candidates, preemptions, history[0].ended_at, rules, now)
     if not allowed:
         return GiveUp(JobState.FAILED_NO_CAPACITY, f"no placement allowed by the policy; tried: {tried}")
 
@@ -152,7 +152,11 @@ def next_placement(
 
 
 def _allowed(
-    candidates: list[Placement], preemptions: list[AttemptSummary], rules: RecoveryRules, now: float
+    candidates: list[Placement],
+    preemptions: list[AttemptSummary],
+    recovering_since: float,
+    rules: RecoveryRules,
+    now: float,
 ) -> list[Placement]:
     primary = candidates[0]
     allowed = [
@@ -164,9 +168,9 @@ def _allowed(
     fallback = (
         rules.on_demand_after_preemptions is not None and len(preemptions) >= rules.on_demand_after_preemptions
     ) or (
-        rules.on_demand_after_minutes is not None
-        and preemptions
-        and now - preemptions[0].ended_at >= rules.on_demand_after_minutes * 60
+        # Minutes spent recovering, as documented (and as give_up_after counts): failed launches count too. Counting
+        # from the first reclaim only, a spot launch that failed never moved on-demand-only's job to on-demand.
+        rules.on_demand_after_minutes is not None and now - recovering_since >= rules.on_demand_after_minutes * 60
     )
     on_demand = [p for p in allowed if p.charge_type == "POSTPAID_BY_HOUR"]
     if fallback and on_demand:

@@ -83,6 +83,13 @@ def test_giving_up_names_every_placement_tried_once_with_its_count_and_latest_re
     )
 
 
+def test_a_fallback_after_zero_minutes_moves_to_on_demand_at_the_first_failed_spot_launch() -> None:
+    # as the builtin on-demand-only policy: "a failed spot launch moves it to on-demand for good"
+    rules = RecoveryRules(same_zone_retries=2, on_demand_after_preemptions=1, on_demand_after_minutes=0)
+    choice = next_placement([attempt(1, SPOT_A, CAPACITY, 100)], CANDIDATES, rules, 100, "job")
+    assert isinstance(choice, Relaunch) and choice.placement == OD_A
+
+
 def test_preemptions_switch_to_on_demand_then_give_up_beyond_the_limit() -> None:
     history = [attempt(1, SPOT_A, PREEMPTED, 100), attempt(2, SPOT_A, PREEMPTED, 200)]
     choice = next_placement(history, CANDIDATES, RULES, 201, "job")
