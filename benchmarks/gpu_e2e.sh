@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The GPU check (not part of CI: CI has no GPU): on a host with NVIDIA GPUs and a Python that has CUDA PyTorch,
+# run the ResNet-50 example through `cvmjob run` on the embedded emulator. The emulator maps the instance's GPUs
+# (GT4.8XLARGE192: 2) onto the host's devices, the agent's preflight checks CUDA, driver and torch, and torchrun
+# trains with NCCL, one process per GPU, with AMP.
+#
+#   benchmarks/gpu_e2e.sh [STEPS]          # prints the run, then the job's status as JSON
+#
+# Offline hosts: put cvmjob's dependencies as wheels in .whl/ (and crcmod's source, for its pure-Python module);
+# they are installed into the interpreter that `python3` names (the emulator's "image" is that interpreter).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STEPS="${1:-300}"
+OUT="${OUT:-$(mktemp -d)}"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl
+  site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  [ -d .whl/crcmod-1.7/python3/crcmod ] && cp -r .whl/crcmod-1.7/python3/crcmod "$site/"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" CVMJOB_HOME="$OUT/home" PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+set +e
+python3 -m orchestrator.cli.main run jobs/resnet50/job.yaml --emulator --set billing.mode=on-demand \
+  --set "train.command=python train.py --data synthetic --steps $STEPS --batch-size 128" \
+  --set checkpoints.interval_steps=100 2>&1 | tee "$OUT/run.log"
+code=${PIPESTATUS[0]}
+python3 -m orchestrator.cli.main status --output json > "$OUT/status.json"
+grep -h "cuda\|nccl\|NCCL\|images/s\|preflight\|step=" "$CVMJOB_HOME"/emulator/state/instances/*/system/opt/cvmjob/*/*/run.log 2>/dev/null | tail -40 || true
+echo "cvmjob run exited $code"
+exit "$code"
