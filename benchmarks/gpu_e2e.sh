@@ -20,12 +20,22 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" CVMJOB_HOME="$OUT/home" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+# An emulator of our own (not the embedded one) so the job's logs can be read after the run.
+python3 -m orchestrator.emulator serve --port 0 --state-dir "$OUT/emulator" --ready-file "$OUT/ready.json" \
+  > "$OUT/emulator.log" 2>&1 &
+emulator=$!
+trap 'kill $emulator 2>/dev/null || true' EXIT
+while [ ! -f "$OUT/ready.json" ]; do sleep 0.2; done
+export CVMJOB_ENDPOINT
+CVMJOB_ENDPOINT=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["endpoint"])' "$OUT/ready.json")
 set +e
-python3 -m orchestrator.cli.main run jobs/resnet50/job.yaml --emulator --set billing.mode=on-demand \
+python3 -m orchestrator.cli.main run jobs/resnet50/job.yaml --set billing.mode=on-demand \
   --set "train.command=python train.py --data synthetic --steps $STEPS --batch-size 128" \
   --set checkpoints.interval_steps=100 2>&1 | tee "$OUT/run.log"
 code=${PIPESTATUS[0]}
 python3 -m orchestrator.cli.main status --output json > "$OUT/status.json"
-grep -h "cuda\|nccl\|NCCL\|images/s\|preflight\|step=" "$CVMJOB_HOME"/emulator/state/instances/*/system/opt/cvmjob/*/*/run.log 2>/dev/null | tail -40 || true
+job=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["job_id"])' "$OUT/status.json")
+python3 -m orchestrator.cli.main logs "$job" > "$OUT/train.log"
+grep -E "preflight|world=|images/s" "$OUT/train.log" | tail -30
 echo "cvmjob run exited $code"
 exit "$code"
