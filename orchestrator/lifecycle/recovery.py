@@ -82,6 +82,14 @@ def _key(p: Placement) -> tuple[str, str, str]:
     return (p.zone, p.instance_type, p.charge_type)
 
 
+def _recovering_since(history: list[AttemptSummary]) -> float:
+    """When the current recovery began: at the end of the newest attempt that ran (a reclaim), or of the first
+    attempt if none ran. give_up_after and after_minutes count from here: counted from the first attempt ever
+    ended, a job's second reclaim hours after its first gave up at once ("still no capacity after 120 min")."""
+    ran = [h for h in history if h.kind == PREEMPTED]
+    return ran[-1].ended_at if ran else history[0].ended_at
+
+
 def _tried(history: list[AttemptSummary]) -> str:
     """Every placement tried, in the order first tried, with how often and its latest reason. (Listing the last
     eight attempts instead repeated one placement per retry and dropped the first placements of a long walk.)"""
@@ -111,13 +119,14 @@ def next_placement(
             JobState.FAILED_NO_CAPACITY,
             f"{len(failures)} launches failed (policy limit {rules.max_launch_failures}); tried: {tried}",
         )
-    if now - history[0].ended_at > rules.give_up_after:
+    since = _recovering_since(history)
+    if now - since > rules.give_up_after:
         return GiveUp(
             JobState.FAILED_NO_CAPACITY,
             f"still no capacity after {rules.give_up_after / 60:.0f} min of recovery; tried: {tried}",
         )
 
-    allowed = _allowed(candidates, preemptions, history[0].ended_at, rules, now)
+    allowed = _allowed(candidates, preemptions, since, rules, now)
     if not allowed:
         return GiveUp(JobState.FAILED_NO_CAPACITY, f"no placement allowed by the policy; tried: {tried}")
 
@@ -168,8 +177,8 @@ def _allowed(
     fallback = (
         rules.on_demand_after_preemptions is not None and len(preemptions) >= rules.on_demand_after_preemptions
     ) or (
-        # Minutes spent recovering, as documented (and as give_up_after counts): failed launches count too. Counting
-        # from the first reclaim only, a spot launch that failed never moved on-demand-only's job to on-demand.
+        # Minutes spent recovering, failed launches included, as documented (from the first reclaim only, a spot
+        # launch that failed never moved on-demand-only's job to on-demand).
         rules.on_demand_after_minutes is not None and now - recovering_since >= rules.on_demand_after_minutes * 60
     )
     on_demand = [p for p in allowed if p.charge_type == "POSTPAID_BY_HOUR"]

@@ -90,6 +90,25 @@ def test_a_fallback_after_zero_minutes_moves_to_on_demand_at_the_first_failed_sp
     assert isinstance(choice, Relaunch) and choice.placement == OD_A
 
 
+def test_time_limits_count_from_the_end_of_the_last_attempt_that_ran() -> None:
+    rules = RecoveryRules(max_preemptions=10, give_up_after=7200, on_demand_after_minutes=30)
+    hours = 3 * 3600.0
+    # a launch failure, then hours of training, then a reclaim: a new recovery, on spot, not given up
+    history = [attempt(1, SPOT_A, CAPACITY, 0), attempt(2, SPOT_B, PREEMPTED, hours)]
+    assert next_placement(history, CANDIDATES, rules, hours + 1, "job") == Relaunch(
+        SPOT_B, "after a reclaim in GN7.2XLARGE32 in z-4 (spot)"
+    )
+    history.append(attempt(3, SPOT_B, PREEMPTED, 2 * hours))
+    choice = next_placement(history, CANDIDATES, rules, 2 * hours + 1, "job")
+    assert isinstance(choice, Relaunch) and choice.placement == SPOT_B
+    # 30 minutes into this recovery: on-demand; two hours: give up
+    history.append(attempt(4, SPOT_B, CAPACITY, 2 * hours + 60))
+    choice = next_placement(history, CANDIDATES, rules, 2 * hours + 1800, "job")
+    assert isinstance(choice, Relaunch) and choice.placement == OD_A
+    choice = next_placement(history, CANDIDATES, rules, 2 * hours + 7201, "job")
+    assert isinstance(choice, GiveUp) and choice.reason.startswith("still no capacity after 120 min")
+
+
 def test_preemptions_switch_to_on_demand_then_give_up_beyond_the_limit() -> None:
     history = [attempt(1, SPOT_A, PREEMPTED, 100), attempt(2, SPOT_A, PREEMPTED, 200)]
     choice = next_placement(history, CANDIDATES, RULES, 201, "job")
