@@ -1,0 +1,89 @@
+"""Fixtures of the fault suite, and the plugin that writes docs/reliability.md from a complete run.
+
+Every test of tests/faults gets a ``Record`` (what it injected, which invariants it checked, how it ended); at the
+end of a session that ran the whole suite (nothing deselected, every registered scenario run) they become
+docs/reliability.md. A partial run (``-k``) writes nothing. ``CVMJOB_RELIABILITY_REPORT=<path>`` writes elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.faults import report as report_module
+from tests.faults.harness import SCENARIOS, Pool, Record
+
+HERE = Path(__file__).resolve().parent
+LANES = int(os.environ.get("CVMJOB_FAULT_LANES", "6"))
+
+_records: dict[str, Record] = {}
+_state = {"partial": False, "started": 0.0}
+
+
+def _in_suite(item: pytest.Item) -> bool:
+    return Path(str(item.fspath)).resolve().is_relative_to(HERE)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if any(_in_suite(i) for i in items):
+        _state["partial"] = True
+
+
+@pytest.fixture(scope="package")
+def fault_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    wanted = [
+        item.callspec.params["scenario_name"]
+        for item in request.session.items
+        if hasattr(item, "callspec") and "scenario_name" in item.callspec.params
+    ]
+    pool = Pool(tmp_path_factory.mktemp("faults"), wanted, LANES)
+    _state["started"] = time.monotonic()
+    yield pool
+    pool.close()
+    if set(wanted) != set(SCENARIOS):
+        _state["partial"] = True
+
+
+@pytest.fixture
+def record(request: pytest.FixtureRequest) -> Record:
+    """This test's entry in docs/reliability.md."""
+    module = request.node.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    entry = Record(request.node.name, module, " ".join((request.node.function.__doc__ or "").split()))
+    _records[request.node.nodeid] = entry
+    return entry
+
+
+def expect_scenario(pool: Pool, name: str, record: Record) -> None:
+    """Wait for a pool scenario and make its record this test's."""
+    result = pool.result(name)
+    for attribute in ("name", "group", "doc", "injected", "checked", "outcome", "detail", "seconds", "end_states"):
+        setattr(record, attribute, getattr(result, attribute))
+    assert result.outcome == "passed", f"scenario {name} failed:\n{result.detail}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome: Any = yield
+    report = outcome.get_result()
+    entry = _records.get(item.nodeid)
+    if entry is None or report.when != "call":
+        return
+    if entry.outcome in ("not run", "passed") or report.failed:
+        entry.outcome = "passed" if report.passed else ("FAILED" if report.failed else "skipped")
+    if report.failed and not entry.detail:
+        entry.detail = str(report.longrepr)[-3000:]
+    if not entry.seconds:
+        entry.seconds = report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _records or _state["partial"]:
+        return
+    target = Path(os.environ.get("CVMJOB_RELIABILITY_REPORT", HERE.parents[1] / "docs" / "reliability.md"))
+    wall = time.monotonic() - _state["started"] if _state["started"] else 0.0
+    report_module.write(target, list(_records.values()), wall)

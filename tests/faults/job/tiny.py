@@ -1,0 +1,104 @@
+"""A training without torch for the fault suite: seconds instead of a DDP start, same contract (design.md §3).
+
+Each step sleeps ``--step-seconds``; every ``--every`` steps (and when SIGUSR1 asks, then it stops) it commits
+``step-<N>/`` (state.json and a payload of ``--payload`` bytes) by atomic rename; it reports progress the way
+trainkit does. ``--check-data`` prints the synced data's
+digests. Faults of its own: ``--fail-at`` exits 3, ``--hang-at`` stops reporting and sleeps forever,
+``--kill-at`` SIGKILLs itself (what the OOM killer does). It prints where it resumed from, so a test can check
+the resumed step against the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+requested = False
+
+
+def on_checkpoint_request(signum: int, frame: object) -> None:
+    global requested
+    requested = True
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def report(step: int, stopped: bool = False) -> None:
+    target = os.environ.get("CVMJOB_PROGRESS_FILE")
+    if target:
+        doc = {"step": step, "loss": 1.0 / (step + 1), "time": time.time(), "stopped": stopped}
+        write_atomically(Path(target), json.dumps(doc).encode())
+
+
+def save(folder: Path, step: int, payload: int) -> None:
+    work = folder / f".step-{step:08d}.tmp"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "state.json").write_text(json.dumps({"step": step}))
+    (work / "payload.bin").write_bytes(bytes((step + i) % 251 for i in range(payload)))
+    os.replace(work, folder / f"step-{step:08d}")
+    print(f"tiny: committed step {step}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--step-seconds", type=float, default=0.1)
+    parser.add_argument("--every", type=int, default=5)
+    parser.add_argument("--payload", type=int, default=4096)
+    parser.add_argument("--fail-at", type=int)
+    parser.add_argument("--hang-at", type=int)
+    parser.add_argument("--kill-at", type=int)
+    parser.add_argument("--check-data", action="store_true", help="print the synced files' sizes and SHA-256")
+    args = parser.parse_args()
+    if args.check_data:
+        data = Path(os.environ.get("CVMJOB_DATA_DIR", "data"))
+        for path in sorted(p for p in data.rglob("*") if p.is_file()):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            print(f"tiny: data {path.relative_to(data)} {path.stat().st_size} {digest}", flush=True)
+    signal.signal(signal.SIGUSR1, on_checkpoint_request)
+    folder = Path(os.environ.get("CVMJOB_CHECKPOINT_DIR", "checkpoints"))
+    resume = os.environ.get("CVMJOB_RESUME_FROM", "")
+    start = 0
+    if resume:
+        start = json.loads((Path(resume) / "state.json").read_text())["step"] + 1
+        print(f"tiny: resumed from step {start - 1}", flush=True)
+    else:
+        print("tiny: fresh start", flush=True)
+    for step in range(start, args.steps):
+        time.sleep(args.step_seconds)
+        if step == args.fail_at:
+            print(f"tiny: failing at step {step}", flush=True)
+            return 3
+        if step == args.kill_at:
+            print(f"tiny: killed at step {step}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if step == args.hang_at:
+            print(f"tiny: hanging at step {step}", flush=True)
+            while True:
+                time.sleep(3600)
+        print(f"step={step} loss={1.0 / (step + 1):.4f}", flush=True)
+        report(step)
+        if requested or (step + 1) % args.every == 0 or step == args.steps - 1:
+            save(folder, step, args.payload)
+            if requested:
+                report(step, stopped=True)
+                print(f"tiny: stopped at step {step} on request", flush=True)
+                return 0
+    out = Path(os.environ.get("CVMJOB_OUTPUT_DIR", "outputs"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "done.txt").write_text(f"{args.steps}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
