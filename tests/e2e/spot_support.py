@@ -162,7 +162,7 @@ class LiveCount:
     """Samples the emulator's instances in the background: the most that were ever alive together."""
 
     emulator: EmulatorProcess
-    every: float = 0.1
+    every: float = 0.25
     peak: int = 0
     samples: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
