@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..plan.models import Plan
+from ..providers.tencent.errors import TransientError
 from ..providers.tencent.storage import ObjectStore
 from ..spec.models import JobSpec
 from ..state.store import JobRecord, PoolStore, Store
@@ -27,6 +28,7 @@ from .observe import observe
 from .settings import settings_from_json
 
 LEASE_SECONDS = 30.0
+TRANSIENT_PAUSE = 5.0  # after an action failed transiently beyond its retries
 
 
 @dataclass
@@ -130,6 +132,12 @@ def drive(
                         raise  # nothing else to fall back to: the job stays TEARING_DOWN for resume or gc
                     target_state = JobState.FAILED_ERROR if current.state == JobState.PENDING else JobState.TEARING_DOWN
                     executor.run(Move(target_state, str(exc), outcome=JobState.FAILED_ERROR))
+                    break
+                except TransientError as exc:
+                    # Still failing after the action's own retries (throttling, a COS outage): look again shortly.
+                    # The controller used to die of it (exit 3), leaving the job where it was until a resume.
+                    emit("retry", f"{type(action).__name__} failed ({exc.code}); trying again")
+                    controls.interrupted.wait(TRANSIENT_PAUSE)
                     break
             if now() - renewed > LEASE_SECONDS / 3:
                 store.renew(job_id, token, LEASE_SECONDS, now())
