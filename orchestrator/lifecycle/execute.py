@@ -510,7 +510,8 @@ class Executor:
 
     def _ApplyImageRetention(self, action: ApplyImageRetention) -> bool:
         job = self.job()
-        mine = retrying(lambda: images.find_by_tags(self.sdk, {TAG_NAME: self.spec.name}))
+        # Only this owner's: another user's images of a job with the same name are not ours to delete (they were).
+        mine = retrying(lambda: images.find_by_tags(self.sdk, {TAG_NAME: self.spec.name, TAG_OWNER: owner()}))
         ready = sorted((i for i in mine if i.state == "NORMAL"), key=lambda i: i.created_at)
         doomed = [i for i in ready[: max(0, len(ready) - action.keep_last)] if i.image_id != job.image_id]
         if doomed:
