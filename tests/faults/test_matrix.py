@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.lifecycle.execute import owner
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
 from orchestrator.state.store import JobRecord
 from tests.faults import invariants
@@ -170,6 +171,17 @@ def throttled_describe_and_images(w: World) -> None:
     assert "RECOVERING" not in [e.to_state for e in w.store().events(job_id)]
     made = [c for c in w.admin.calls(action="CreateImage") if c["error"] is None]
     assert len(made) == 1 and w.job(job_id).image_id, made
+
+
+@scenario("2-throttled-beyond-the-retries", GROUP, cost=35)
+def throttled_beyond_the_retries(w: World) -> None:
+    """STS GetFederationToken (the agents' keys) answers RequestLimitExceeded and COS answers 503 to the spec's
+    upload more times than one action's retries: the controller waits and tries again, it does not die; the job
+    succeeds."""
+    job_id = w.submit()
+    w.inject("error", service="sts", action="GetFederationToken", code="RequestLimitExceeded", count=8)
+    w.inject_cos("error", operation="PutObject", key_prefix=f"cvmjob/{job_id}/spec.json", status=503, count=8)
+    successful(w, job_id, w.resume(job_id))
 
 
 # -- 3: capacity and quota --------------------------------------------------------------------------------
@@ -518,6 +530,34 @@ def image_hangs(w: World) -> None:
     w.clear_faults()
 
 
+@scenario("14-image-retention-spares-others", GROUP, cost=25)
+def image_retention(w: World) -> None:
+    """snapshot.keep_last 1 with two older images of the same job name: the one this controller's owner made is
+    deleted, the one another user made (same name, another cvmjob:owner) is not this job's to judge."""
+    from tencentcloud.cvm.v20170312 import models
+
+    job_id = w.submit("snapshot.keep_last=1", "train.command=exec python3 tiny.py --steps 60 --step-seconds 0.1")
+    process = w.resume(job_id)
+    w.wait_phase(job_id, "training", 90, min_step=2)
+    instance = w.node_instance(job_id)
+    made = {}
+    for who in (owner(), "someone-else@elsewhere"):
+        request = models.CreateImageRequest()
+        tags = {"cvmjob:job": "job-earlier0", "cvmjob:name": "faulty", "cvmjob:owner": who}
+        request._deserialize({"InstanceId": instance, "ImageName": f"faulty-earlier-{len(made)}", "TagSpecification": [
+            {"ResourceType": "image", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]})
+        made[who] = w.cvm().CreateImage(request).ImageId
+        w.wait(lambda i=made[who]: any(x.ImageId == i and x.ImageState == "NORMAL"
+                                       for x in invariants.tagged_images(w)), 30, "an earlier image")
+    w.note("two earlier images of the job's name: this owner's and another's")
+    successful(w, job_id, process, steps=60)
+    left = {i.ImageId for i in invariants.tagged_images(w)}
+    assert made[owner()] not in left and made["someone-else@elsewhere"] in left, (made, left)
+    request = models.DeleteImagesRequest()
+    request.ImageIds = [made["someone-else@elsewhere"]]
+    w.cvm().DeleteImages(request)  # not ours: the invariants judge what this controller owns
+
+
 # -- 15: TerminateInstances keeps failing -------------------------------------------------------------------
 @scenario("15-terminate-keeps-failing", GROUP, cost=35)
 def terminate_keeps_failing(w: World) -> None:
@@ -532,6 +572,25 @@ def terminate_keeps_failing(w: World) -> None:
     w.clear_faults()
     finish(w, job_id, JobState.SUCCEEDED, timeout=90)
     exit_code(w, process, JobState.SUCCEEDED)
+
+
+@scenario("15-terminate-refused", GROUP, cost=30)
+def terminate_refused(w: World) -> None:
+    """TerminateInstances is refused for good (UnauthorizedOperation: the permission was taken away): the
+    controller stops with one `error:` line and exit 3, the job stays TEARING_DOWN (no success claimed, the
+    instance lives, gc leaves a live job alone); once the permission is back, `cvmjob resume` converges."""
+    job_id = w.submit()
+    w.inject("error", service="cvm", action="TerminateInstances", code="UnauthorizedOperation", count=None)
+    process = w.resume(job_id)
+    assert process.wait(120) == 3, w.describe()
+    assert w.job(job_id).state == JobState.TEARING_DOWN and w.live_instances(job_id), w.describe()
+    errors = [line for line in w.output().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "UnauthorizedOperation" in errors[0], errors
+    gc = w.cli("gc", "--grace", "0s", "--output", "json")
+    assert json.loads(gc.stdout) == {"instances": [], "images": [], "dry_run": False}, gc.stdout + gc.stderr
+    w.clear_faults()
+    exit_code(w, w.resume(job_id), JobState.SUCCEEDED, timeout=120)
+    finish(w, job_id, JobState.SUCCEEDED)
 
 
 # -- 16: fifty jobs at once -----------------------------------------------------------------------------------
