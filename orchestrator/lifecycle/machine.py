@@ -58,14 +58,18 @@ TERMINAL = frozenset(
 )
 
 S = JobState
+# Only edges some code path takes (tests/faults/test_crash_points.py kills the controller at each): BOOTING and
+# CANCELLING once also allowed CANCELLING and RECOVERING respectively, which decide never chooses (a cancel while
+# booting tears down at once; a cancelled job is never relaunched). PENDING -> FAILED_ERROR is the one defensive
+# edge: drive()'s answer to a PermanentFailure before anything exists.
 ALLOWED: dict[JobState, frozenset[JobState]] = {
     S.PENDING: frozenset({S.STAGING, S.CANCELLED, S.FAILED_ERROR}),
     S.STAGING: frozenset({S.LAUNCHING, S.TEARING_DOWN}),
     S.LAUNCHING: frozenset({S.BOOTING, S.RECOVERING, S.TEARING_DOWN}),
-    S.BOOTING: frozenset({S.RUNNING, S.RECOVERING, S.CANCELLING, S.TEARING_DOWN, S.KEEPING}),
+    S.BOOTING: frozenset({S.RUNNING, S.RECOVERING, S.TEARING_DOWN, S.KEEPING}),
     S.RUNNING: frozenset({S.IMAGING, S.RECOVERING, S.CANCELLING, S.TEARING_DOWN, S.KEEPING}),
     S.RECOVERING: frozenset({S.LAUNCHING, S.TEARING_DOWN}),
-    S.CANCELLING: frozenset({S.TEARING_DOWN, S.RECOVERING}),
+    S.CANCELLING: frozenset({S.TEARING_DOWN}),
     S.IMAGING: frozenset({S.TEARING_DOWN}),
     S.KEEPING: frozenset({S.TEARING_DOWN}),
     S.TEARING_DOWN: TERMINAL,
