@@ -29,12 +29,8 @@ ZONES = ("ap-guangzhou-3", "ap-guangzhou-4", "ap-guangzhou-6", "ap-guangzhou-7")
 
 # Edges of the machine's table that no code path takes; each with the reason.
 UNREACHABLE = {
-    "PENDING->FAILED_ERROR": "drive() takes it only for a PermanentFailure raised while PENDING, and PENDING runs no "
-    "cloud action (its only actions are moves to STAGING or CANCELLED)",
-    "BOOTING->CANCELLING": "decide sends a cancel while BOOTING straight to TEARING_DOWN: there is no agent report yet "
-    "to ask for a checkpoint",
-    "CANCELLING->RECOVERING": "decide's CANCELLING ends in TEARING_DOWN whatever becomes of the instances (a "
-    "cancelled job is not relaunched)",
+    "PENDING->FAILED_ERROR": "a defensive edge: drive() takes it only for a PermanentFailure raised while PENDING, and "
+    "PENDING runs no cloud action (its only actions are moves to STAGING or CANCELLED)",
 }
 
 _killed: dict[str, list[str]] = {}
