@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +65,6 @@ class World:
         self.record = record
         self.processes: list[subprocess.Popen[bytes]] = []
         self._held: dict[str, subprocess.Popen[bytes]] = {}
-        self.extra_env: dict[str, str] = {}
         home.mkdir(parents=True, exist_ok=True)
 
     # -- the CLI -------------------------------------------------------------------------------------------
@@ -80,7 +78,6 @@ class World:
             TENCENTCLOUD_SECRET_KEY=self.emulator.secret_key,
             PYTHONUNBUFFERED="1",
         )
-        env.update(self.extra_env)
         env.update(extra)
         return env
 
@@ -196,9 +193,6 @@ class World:
             lambda: (j := self.job(job_id)).state.is_terminal() and j, timeout, f"{job_id} terminal"
         )
         return result
-
-    def wait_event(self, job_id: str, needle: str, timeout: float = 120) -> None:
-        self.wait(lambda: any(needle in e.detail for e in self.store().events(job_id)), timeout, repr(needle))
 
     def node_instance(self, job_id: str, attempt: int | None = None, timeout: float = 60) -> str:
         """The instance id of node 0 of the job's (current, or given) attempt, once recorded."""
@@ -464,21 +458,9 @@ def run_scenario(sc: Scenario, emulator: EmulatorProcess, home: Path) -> Record:
     return record
 
 
-@contextmanager
-def faults_cleared(world: World) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        world.clear_faults()
-
-
 def kill(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGKILL)
     process.wait()
-
-
-def wipe(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
 
 

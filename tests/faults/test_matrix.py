@@ -540,15 +540,19 @@ def image_retention(w: World) -> None:
     process = w.resume(job_id)
     w.wait_phase(job_id, "training", 90, min_step=2)
     instance = w.node_instance(job_id)
-    made = {}
+    made: dict[str, str] = {}
     for who in (owner(), "someone-else@elsewhere"):
         request = models.CreateImageRequest()
         tags = {"cvmjob:job": "job-earlier0", "cvmjob:name": "faulty", "cvmjob:owner": who}
         request._deserialize({"InstanceId": instance, "ImageName": f"faulty-earlier-{len(made)}", "TagSpecification": [
             {"ResourceType": "image", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]})
-        made[who] = w.cvm().CreateImage(request).ImageId
-        w.wait(lambda i=made[who]: any(x.ImageId == i and x.ImageState == "NORMAL"
-                                       for x in invariants.tagged_images(w)), 30, "an earlier image")
+        image_id: str = w.cvm().CreateImage(request).ImageId
+        made[who] = image_id
+
+        def ready(image_id: str = image_id) -> bool:
+            return any(x.ImageId == image_id and x.ImageState == "NORMAL" for x in invariants.tagged_images(w))
+
+        w.wait(ready, 30, "an earlier image")
     w.note("two earlier images of the job's name: this owner's and another's")
     successful(w, job_id, process, steps=60)
     left = {i.ImageId for i in invariants.tagged_images(w)}
