@@ -122,12 +122,15 @@ def plan(
     if name:
         overrides.append(f"name={name}")
     spec = load_spec(spec_path, overrides)
-    load_job_policies(spec, spec_path)
+    policies = load_job_policies(spec, spec_path)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)
     # Every call here is a read (or a DryRun): retried while throttled, so that many jobs can start at once (fifty
     # concurrent `cvmjob run`s failed on RequestLimitExceeded before they created anything; tests/faults row 16).
-    plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS))
+    fallback = (spec.billing.mode == "spot" and policies.recovery.fallback_to_on_demand is not None) or (
+        spec.billing.mode == "reserved" and policies.pool.when_busy == "on-demand"
+    )
+    plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS), fallback)
     notes = retrying(lambda: _check_storage(spec, target, sdk, plan_), attempts=PLAN_ATTEMPTS)
     primary = plan_.primary
     probe = compute.LaunchRequest(

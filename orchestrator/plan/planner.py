@@ -41,7 +41,10 @@ class Facts:
     state_bucket: str = ""
 
 
-def make_plan(spec: JobSpec, facts: Facts) -> Plan:
+def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> Plan:
+    """``on_demand_fallback``: the job's policy lets it continue on demand (a spot recovery policy with
+    fallback_to_on_demand, a pool policy with when_busy: on-demand); then no spot capacity today is a start on
+    demand, not an error."""
     problems: list[str] = []
     zones = _zones(spec, facts, problems)
     types = _instance_types(spec, facts, problems)
@@ -82,19 +85,24 @@ def make_plan(spec: JobSpec, facts: Facts) -> Plan:
                         stock=offer.stock,
                     )
                 )
+    warnings = []
     if not any(c.charge_type == charge for c in candidates):
         tried = "; ".join(f"{r.instance_type} in {r.zone}: {r.reason}" for r in rejected if r.charge_type == charge)
-        raise PlanError(
-            [
-                f"instance: no {spec.billing.mode} capacity for {', '.join(types)} in "
-                f"{', '.join(zones)} ({tried}). add zones, instance.alternatives, or another billing.mode"
-            ]
-        )
+        if on_demand_fallback and candidates:
+            warnings.append(
+                f"no {spec.billing.mode} capacity now ({tried}): the job starts on demand, as its policy allows"
+            )
+        else:
+            raise PlanError(
+                [
+                    f"instance: no {spec.billing.mode} capacity for {', '.join(types)} in "
+                    f"{', '.join(zones)} ({tried}). add zones, instance.alternatives, or another billing.mode"
+                ]
+            )
     image = facts.image or _default_image(facts, candidates[0])
     hours = spec.limits.max_runtime / 3600
     nnodes = spec.train.nnodes
     primary = candidates[0]
-    warnings = []
     if image is None:
         raise PlanError(["image: no public image found in this region. set image.id"])
     if primary.gpus == 0:

@@ -108,3 +108,10 @@ def test_spot_max_price_filters_placements() -> None:
     with pytest.raises(PlanError) as err:
         make_plan(spec(billing={"mode": "spot", "spot_max_price": 0.5}), facts())
     assert "above billing.spot_max_price" in err.value.problems[0]
+
+
+def test_no_spot_capacity_today_starts_on_demand_when_the_policy_falls_back() -> None:
+    gone = [(z, "GN7.2XLARGE32", "SPOTPAID") for z in ZONES]
+    plan = make_plan(spec(billing={"mode": "spot"}), facts(*gone), on_demand_fallback=True)
+    assert [p.charge_type for p in plan.candidates] == ["POSTPAID_BY_HOUR", "POSTPAID_BY_HOUR"]
+    assert plan.warnings and "starts on demand" in plan.warnings[0]
