@@ -19,9 +19,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
@@ -56,11 +58,17 @@ def _checked(world: World, what: str) -> None:
 
 
 # -- I4 ---------------------------------------------------------------------------------------------------------
+TEARDOWN_ALLOWANCE = 120.0  # after limits.max_runtime, the teardown's own time
+
+
 def terminated(world: World, timeout: float = 60) -> None:
+    """Every job terminal, and ended within its bound (limits.max_runtime plus the teardown)."""
     jobs = world.jobs()
     assert jobs, "the scenario submitted no job"
     for job in jobs:
-        world.wait_terminal(job.job_id, timeout)
+        ended = world.wait_terminal(job.job_id, timeout)
+        last = world.store().events(job.job_id)[-1].at
+        assert last <= ended.deadline + TEARDOWN_ALLOWANCE, f"I4: {job.job_id} ended {last - ended.deadline:.0f} s late"
     _checked(world, "I4")
 
 
@@ -213,13 +221,14 @@ def replay_cli(world: World, job_id: str) -> None:
 # -- the long-term secret ---------------------------------------------------------------------------------------
 def no_secret(world: World) -> None:
     secret = world.emulator.secret_key.encode()
-    roots = [world.home, world.emulator.state_dir]
-    for root in roots:
-        for path in root.rglob("*"):
-            if path.is_file() and not path.is_symlink():
+    for root in (world.home, world.emulator.state_dir):
+        # os.walk, not rglob: a released instance's sandbox or a deleted image vanishes while we walk
+        for folder, _, files in os.walk(root):
+            for name in files:
+                path = Path(folder, name)
                 try:
-                    data = path.read_bytes()
+                    data = b"" if path.is_symlink() else path.read_bytes()
                 except OSError:
-                    continue  # removed while we walked (a released instance's sandbox)
+                    continue
                 assert secret not in data, f"the long-term SecretKey is in {path}"
     _checked(world, "secret")

@@ -27,8 +27,8 @@ INVARIANTS = [
      "instances, and never two instances at all, per (job, attempt, node); every instance ever created was seen"),
     ("I3", "no lost checkpoint", "the manifest's latest entry: every file downloaded, CRC-64 equal to the manifest's "
      "and to COS's; each attempt that trained resumed at or after the last step committed before it (its log)"),
-    ("I4", "terminates", "every job reached a terminal state within the scenario's bound; the scenario checks it is "
-     "the expected one (and the CLI's exit code)"),
+    ("I4", "terminates", "every job reached a terminal state within the scenario's bound and its own (limits."
+     "max_runtime plus the teardown); the scenario checks it is the expected one (and the CLI's exit code)"),
     ("I5", "replay", "a controller restarted from the store (`drive()`, what `cvmjob resume` runs) reaches the same "
      "end state and makes no mutating cloud call; the crash-point suite restarts `cvmjob resume` at every transition"),
     ("secret", "no long-term secret", "the lane's random SecretKey is absent from every file of the emulator's state "
@@ -84,6 +84,8 @@ def write(target: Path, records: list[Record], wall_seconds: float) -> None:
         for r in entries:
             ends = sorted({e.rsplit(": ", 1)[-1] for e in r.end_states})
             result = r.outcome + (f" ({', '.join(ends)})" if ends else "")
+            if r.outcome != "passed" and r.detail.strip():
+                result += ": " + r.detail.strip().splitlines()[-1][:300]
             lines.append(
                 f"| `{_cell(r.name)}` | {_cell(r.doc)} | {_cell('; '.join(r.injected) or '-')} | "
                 f"{_cell(', '.join(r.checked) or '-')} | {_cell(result)} | {r.seconds:.0f} |"

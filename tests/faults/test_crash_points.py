@@ -175,6 +175,7 @@ def bootstrap_fails_kept(w: World) -> None:
     """The agent cannot be fetched, teardown.on_failure keep: killed at BOOTING->KEEPING; cancelled (ends the
     keep); killed at KEEPING->TEARING_DOWN and TEARING_DOWN->FAILED_BOOTSTRAP: the failure stays the outcome."""
     job_id = w.submit("limits.bootstrap_timeout=10s", "teardown.on_failure=keep", "teardown.keep_for=10m")
+    w.note("limits.bootstrap_timeout 10 s; teardown.on_failure keep")
     w.inject_cos("error", operation="GetObject", key_prefix=f"cvmjob/{job_id}/bundle/", status=503, count=None)
     crash(w, job_id, "BOOTING->KEEPING")
     assert len(w.live_instances(job_id)) == 1  # kept
@@ -189,6 +190,7 @@ def training_fails_kept(w: World) -> None:
     """The training exits non-zero, teardown.on_failure keep: killed at RUNNING->KEEPING; cancelled; killed at
     TEARING_DOWN->FAILED (exit 10)."""
     job_id = w.submit(train(fail_at=7), "teardown.on_failure=keep", "teardown.keep_for=10m")
+    w.note("the training exits 3 at step 7; teardown.on_failure keep")
     crash(w, job_id, "RUNNING->KEEPING")
     cancel(w, job_id)
     crash(w, job_id, "TEARING_DOWN->FAILED")
@@ -231,6 +233,7 @@ def reclaimed_and_given_up(w: World) -> None:
 def setup_fails(w: World) -> None:
     """A setup command exits 7: killed at RUNNING->TEARING_DOWN and TEARING_DOWN->FAILED_SETUP (exit 11)."""
     job_id = w.submit('setup=["exit 7"]')
+    w.note("setup: exit 7")
     crash(w, job_id, "RUNNING->TEARING_DOWN")
     crash(w, job_id, "TEARING_DOWN->FAILED_SETUP")
     end(w, job_id, JobState.FAILED_SETUP)
@@ -240,6 +243,7 @@ def setup_fails(w: World) -> None:
 def hung(w: World) -> None:
     """The training hangs (train.hang_timeout 10 s): killed at TEARING_DOWN->FAILED_HUNG (exit 13)."""
     job_id = w.submit(train(hang_at=3), "train.hang_timeout=10s")
+    w.note("the training hangs at step 3 (train.hang_timeout 10 s)")
     crash(w, job_id, "TEARING_DOWN->FAILED_HUNG")
     end(w, job_id, JobState.FAILED_HUNG)
 
@@ -249,6 +253,7 @@ def timed_out(w: World) -> None:
     """limits.max_runtime (1 m, the least) runs out mid-training: killed at TEARING_DOWN->FAILED_TIMEOUT
     (exit 22)."""
     job_id = w.submit(train(steps=100_000), "limits.max_runtime=1m")
+    w.note("limits.max_runtime 1 m")
     crash(w, job_id, "TEARING_DOWN->FAILED_TIMEOUT", timeout=150)
     end(w, job_id, JobState.FAILED_TIMEOUT)
     one_instance(w)
@@ -259,6 +264,7 @@ def over_budget(w: World) -> None:
     """limits.max_cost (0.00001 CNY) is reached as soon as the instance runs: killed at
     TEARING_DOWN->FAILED_BUDGET (exit 23)."""
     job_id = w.submit(train(steps=1000), "limits.max_cost=0.00001")
+    w.note("limits.max_cost 0.00001 CNY")
     crash(w, job_id, "TEARING_DOWN->FAILED_BUDGET")
     end(w, job_id, JobState.FAILED_BUDGET)
 

@@ -406,6 +406,7 @@ def reclaim_without_notice(w: World) -> None:
 def training_crash(w: World) -> None:
     """The training exits 3 at step 7: FAILED (exit 10), no image, the checkpoint of step 4 stays complete."""
     job_id = w.submit(train(fail_at=7))
+    w.note("the training exits 3 at step 7")
     process = w.resume(job_id)
     finish(w, job_id, JobState.FAILED)
     exit_code(w, process, JobState.FAILED)
@@ -418,6 +419,7 @@ def training_hang(w: World) -> None:
     """The training stops making progress at step 7: after train.hang_timeout (10 s) the agent kills it and the
     job ends FAILED_HUNG (exit 13)."""
     job_id = w.submit(train(hang_at=7), "train.hang_timeout=10s")
+    w.note("the training stops reporting at step 7 (train.hang_timeout 10 s)")
     process = w.resume(job_id)
     finish(w, job_id, JobState.FAILED_HUNG)
     exit_code(w, process, JobState.FAILED_HUNG)
