@@ -60,10 +60,10 @@ TERMINAL = frozenset(
 S = JobState
 # Only edges some code path takes (tests/faults/test_crash_points.py kills the controller at each): BOOTING and
 # CANCELLING once also allowed CANCELLING and RECOVERING respectively, which decide never chooses (a cancel while
-# booting tears down at once; a cancelled job is never relaunched). PENDING -> FAILED_ERROR is the one defensive
-# edge: drive()'s answer to a PermanentFailure before anything exists.
+# booting tears down at once; a cancelled job is never relaunched), and PENDING -> FAILED_ERROR, since PENDING runs
+# no cloud action that could fail for good.
 ALLOWED: dict[JobState, frozenset[JobState]] = {
-    S.PENDING: frozenset({S.STAGING, S.CANCELLED, S.FAILED_ERROR}),
+    S.PENDING: frozenset({S.STAGING, S.CANCELLED}),
     S.STAGING: frozenset({S.LAUNCHING, S.TEARING_DOWN}),
     S.LAUNCHING: frozenset({S.BOOTING, S.RECOVERING, S.TEARING_DOWN}),
     S.BOOTING: frozenset({S.RUNNING, S.RECOVERING, S.TEARING_DOWN, S.KEEPING}),

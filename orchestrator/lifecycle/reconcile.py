@@ -130,8 +130,7 @@ def drive(
                     assert current is not None
                     if current.state == JobState.TEARING_DOWN:
                         raise  # nothing else to fall back to: the job stays TEARING_DOWN for resume or gc
-                    target_state = JobState.FAILED_ERROR if current.state == JobState.PENDING else JobState.TEARING_DOWN
-                    executor.run(Move(target_state, str(exc), outcome=JobState.FAILED_ERROR))
+                    executor.run(Move(JobState.TEARING_DOWN, str(exc), outcome=JobState.FAILED_ERROR))
                     break
                 except TransientError as exc:
                     # Still failing after the action's own retries (throttling, a COS outage): look again shortly.
