@@ -10,6 +10,8 @@ Rules that hold in every state:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..contract import Outcome, Phase
 from ..plan.models import Placement, Plan
 from ..state.store import JobRecord, NodeRecord
@@ -90,8 +92,7 @@ def decide(
 
     if not obs.agents_ok and state in (S.BOOTING, S.RUNNING, S.CANCELLING):
         return [*actions, Wait(5.0, f"cannot read the agents' reports ({obs.agents_error}); not concluding anything")]
-    handler = _HANDLERS[state]
-    return actions + handler(job, current, nodes, obs, settings, entered_at, plan)
+    return actions + _HANDLERS[state](_Round(job, current, nodes, obs, settings, entered_at, plan))
 
 
 def cost_so_far(nodes: list[NodeRecord], now: float) -> float:
@@ -104,21 +105,27 @@ def cost_so_far(nodes: list[NodeRecord], now: float) -> float:
     return total
 
 
-def _launching(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    if job.cancel_requested:
+@dataclass(frozen=True)
+class _Round:
+    """What one state's handler decides from: the job, its current attempt's nodes and every attempt's, what was
+    observed, the settings, when the job entered its state, and its plan."""
+
+    job: JobRecord
+    current: list[NodeRecord]
+    nodes: list[NodeRecord]
+    obs: Observation
+    s: Settings
+    entered_at: float
+    plan: Plan
+
+
+def _launching(r: _Round) -> list[Action]:
+    if r.job.cancel_requested:
         return [Move(S.TEARING_DOWN, "cancelled while launching", outcome=S.CANCELLED)]
-    failed = [n for n in current if n.state == "failed"]
+    failed = [n for n in r.current if n.state == "failed"]
     if failed:
         return [Move(S.RECOVERING, f"launch failed: {failed[0].end_reason}")]
-    pending = [n for n in current if n.state == "intent"]  # pool members have an id before their reset
+    pending = [n for n in r.current if n.state == "intent"]  # pool members have an id before their reset
     if pending:
         return [Launch(n.node) for n in pending]
     return [Move(S.BOOTING, "instances created")]
@@ -147,43 +154,35 @@ def _lost_nodes(current: list[NodeRecord], obs: Observation) -> list[tuple[int, 
     return lost
 
 
-def _booting(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    if job.cancel_requested:
+def _booting(r: _Round) -> list[Action]:
+    if r.job.cancel_requested:
         return [Move(S.TEARING_DOWN, "cancelled while booting", outcome=S.CANCELLED)]
-    lost = _lost_nodes(current, obs)
+    lost = _lost_nodes(r.current, r.obs)
     if lost:
         return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
-    seen = _seen(obs)
+    seen = _seen(r.obs)
     newly_running = tuple(
         (n.node, "running", "instance RUNNING")
-        for n in current
+        for n in r.current
         if n.state == "launched" and (v := seen.get(n.node)) and v.instance and v.instance.state == "RUNNING"
     )
     actions: list[Action] = [MarkNodes(newly_running)] if newly_running else []
-    if all((v := seen.get(n.node)) is not None and v.status is not None for n in current):
-        return [*actions, _refresh(obs), Move(S.RUNNING, "the agents report")]
-    running_since = [n.running_at for n in current if n.running_at is not None]
-    if running_since and obs.now - min(running_since) > s.bootstrap_timeout:
+    if all((v := seen.get(n.node)) is not None and v.status is not None for n in r.current):
+        return [*actions, _refresh(r.obs), Move(S.RUNNING, "the agents report")]
+    running_since = [n.running_at for n in r.current if n.running_at is not None]
+    if running_since and r.obs.now - min(running_since) > r.s.bootstrap_timeout:
         return [
             *actions,
             *_fail(
-                s,
+                r.s,
                 S.FAILED_BOOTSTRAP,
-                f"the instance ran {s.bootstrap_timeout:.0f} s without the agent reporting",
-                obs.now,
+                f"the instance ran {r.s.bootstrap_timeout:.0f} s without the agent reporting",
+                r.obs.now,
             ),
         ]
-    if obs.now - entered_at > s.pending_timeout + s.bootstrap_timeout:
-        return [*actions, *_fail(s, S.FAILED_BOOTSTRAP, "the instances never became RUNNING", obs.now)]
-    return [*actions, _refresh(obs), Wait(s.poll_seconds, "booting")]
+    if r.obs.now - r.entered_at > r.s.pending_timeout + r.s.bootstrap_timeout:
+        return [*actions, *_fail(r.s, S.FAILED_BOOTSTRAP, "the instances never became RUNNING", r.obs.now)]
+    return [*actions, _refresh(r.obs), Wait(r.s.poll_seconds, "booting")]
 
 
 def _refresh(obs: Observation) -> RefreshCredentials:
@@ -197,192 +196,147 @@ def _fail(s: Settings, outcome: JobState, reason: str, now: float) -> list[Actio
     return [Move(S.TEARING_DOWN, reason, outcome=outcome)]
 
 
-def _running(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    results = [v.result for v in obs.nodes if v.result is not None]
+def _running(r: _Round) -> list[Action]:
+    results = [v.result for v in r.obs.nodes if v.result is not None]
     preempted = [r for r in results if r.outcome == Outcome.PREEMPTED]
     if preempted:
-        updates = tuple((n.node, "lost", f"preempted: {preempted[0].reason}") for n in current)
+        updates = tuple((n.node, "lost", f"preempted: {preempted[0].reason}") for n in r.current)
         return [MarkNodes(updates), Move(S.RECOVERING, f"spot reclaim: {preempted[0].reason}")]
     # A lost node decides before the others' reports: losing a peer makes their training fail, which is not the
     # training's fault. With torchrun elastic (train.elastic_min_nodes) enough survivors keep the attempt going.
-    lost = _lost_nodes(current, obs)
+    lost = _lost_nodes(r.current, r.obs)
     if lost:
-        survivors = sum(1 for n in current if n.state not in ("lost", "failed", "gone")) - len(lost)
-        if s.elastic_min_nodes is None or survivors < s.elastic_min_nodes:
+        survivors = sum(1 for n in r.current if n.state not in ("lost", "failed", "gone")) - len(lost)
+        if r.s.elastic_min_nodes is None or survivors < r.s.elastic_min_nodes:
             return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
         doomed = tuple(
             n.instance_id
-            for n in current
-            if n.node in {k for k, _, _ in lost} and n.instance_id and not _pool_node(current, n.node)
+            for n in r.current
+            if n.node in {k for k, _, _ in lost} and n.instance_id and not _pool_node(r.current, n.node)
         )
         dropped: list[Action] = [Terminate(doomed, "lost; the elastic job goes on without it")] if doomed else []
         return [*dropped, MarkNodes(tuple(lost))]
-    expected = [n for n in current if n.state not in ("lost", "failed", "gone")]
+    expected = [n for n in r.current if n.state not in ("lost", "failed", "gone")]
     mine = {n.node for n in expected}
-    results = [v.result for v in obs.nodes if v.result is not None and v.node in mine]
+    results = [v.result for v in r.obs.nodes if v.result is not None and v.node in mine]
     failures = [r for r in results if r.outcome in _FAILURE_STATES]
     if failures:
-        instances = [v.instance for v in obs.nodes if v.node in mine]
+        instances = [v.instance for v in r.obs.nodes if v.node in mine]
         if len(expected) > 1 and not all(i is not None and i.state == "RUNNING" for i in instances):
-            return [Wait(s.poll_seconds, "a node failed while another is going away: waiting to tell which")]
+            return [Wait(r.s.poll_seconds, "a node failed while another is going away: waiting to tell which")]
         worst = failures[0]
         reason = f"{worst.outcome.value}: {worst.reason}".strip(": ")
-        return _fail(s, _FAILURE_STATES[worst.outcome], reason, obs.now)
+        return _fail(r.s, _FAILURE_STATES[worst.outcome], reason, r.obs.now)
     if len(results) == len(expected) and all(r.outcome == Outcome.SUCCEEDED for r in results):
-        if s.snapshot:
+        if r.s.snapshot:
             return [Move(S.IMAGING, "training succeeded; creating the image")]
         return [Move(S.TEARING_DOWN, "training succeeded", outcome=S.SUCCEEDED)]
     if results and all(r.outcome == Outcome.CANCELLED for r in results):
         return [Move(S.TEARING_DOWN, "the agents stopped on request", outcome=S.CANCELLED)]
-    if job.cancel_requested:
+    if r.job.cancel_requested:
         return [RequestCancel("cancelled by the user"), Move(S.CANCELLING, "asking the agents to checkpoint and stop")]
     stale = [
         v
-        for v in obs.nodes
+        for v in r.obs.nodes
         if v.node in mine
         and v.result is None
         and v.status is not None
         and v.status.phase != Phase.PREEMPTED
-        and obs.now - v.status.time > s.recovery.heartbeat_stale_after
+        and r.obs.now - v.status.time > r.s.recovery.heartbeat_stale_after
     ]
     if stale:
-        ids = tuple(v.instance_id for v in stale if v.instance_id and not _pool_node(current, v.node))
+        ids = tuple(v.instance_id for v in stale if v.instance_id and not _pool_node(r.current, v.node))
         updates = tuple((v.node, "lost", "heartbeat stale: the agent stopped reporting") for v in stale)
         ending: list[Action] = [Terminate(ids, "its agent stopped reporting")] if ids else []
         return [
             *ending,
             MarkNodes(updates),
-            Move(S.RECOVERING, f"no heartbeat for {s.recovery.heartbeat_stale_after:.0f} s"),
+            Move(S.RECOVERING, f"no heartbeat for {r.s.recovery.heartbeat_stale_after:.0f} s"),
         ]
-    return [_refresh(obs), Wait(s.poll_seconds, "running")]
+    return [_refresh(r.obs), Wait(r.s.poll_seconds, "running")]
 
 
-def _recovering(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    if job.cancel_requested:
+def _recovering(r: _Round) -> list[Action]:
+    if r.job.cancel_requested:
         return [Move(S.TEARING_DOWN, "cancelled while recovering", outcome=S.CANCELLED)]
-    held = _pool_held(current)
+    held = _pool_held(r.current)
     if held:
         return [ReleasePool(held)]
     alive = [
         v.instance
-        for v in obs.nodes
-        if v.instance is not None and v.instance.state not in NEVER_RAN and not _pool_node(current, v.node)
+        for v in r.obs.nodes
+        if v.instance is not None and v.instance.state not in NEVER_RAN and not _pool_node(r.current, v.node)
     ]
     if alive:
         # Never two attempts alive at once: the lost attempt's instances go first.
         killable = tuple(i.instance_id for i in alive if i.state not in GOING)
         ending: list[Action] = [Terminate(killable, "ending the lost attempt")] if killable else []
-        return [*ending, Wait(s.poll_seconds, "waiting for the lost attempt's instances to be gone")]
-    choice = next_placement(summarize(nodes), plan.candidates, s.recovery, obs.now, job.job_id)
+        return [*ending, Wait(r.s.poll_seconds, "waiting for the lost attempt's instances to be gone")]
+    choice = next_placement(summarize(r.nodes), r.plan.candidates, r.s.recovery, r.obs.now, r.job.job_id)
     if isinstance(choice, GiveUp):
         return [Move(S.TEARING_DOWN, choice.reason, outcome=choice.state)]
     if isinstance(choice, Backoff):
-        return [Wait(max(0.1, min(choice.until - obs.now, 30.0)), choice.reason)]
+        return [Wait(max(0.1, min(choice.until - r.obs.now, 30.0)), choice.reason)]
     assert isinstance(choice, Relaunch)
-    placement = _through_pool(choice.placement, plan, obs, s, entered_at)
+    placement = _through_pool(choice.placement, r.plan, r.obs, r.s, r.entered_at)
     return [StartAttempt(placement, choice.reason)] if isinstance(placement, Placement) else placement
 
 
-def _cancelling(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    done = all(v.result is not None or v.instance is None for v in obs.nodes)
+def _cancelling(r: _Round) -> list[Action]:
+    done = all(v.result is not None or v.instance is None for v in r.obs.nodes)
     if done:
         return [Move(S.TEARING_DOWN, "the agents stopped", outcome=S.CANCELLED)]
-    if obs.now - entered_at > s.cancel_grace:
-        return [Move(S.TEARING_DOWN, f"the agents did not stop within {s.cancel_grace:.0f} s", outcome=S.CANCELLED)]
-    return [_refresh(obs), Wait(s.poll_seconds, "waiting for the agents to checkpoint and stop")]
+    if r.obs.now - r.entered_at > r.s.cancel_grace:
+        return [Move(S.TEARING_DOWN, f"the agents did not stop within {r.s.cancel_grace:.0f} s", outcome=S.CANCELLED)]
+    return [_refresh(r.obs), Wait(r.s.poll_seconds, "waiting for the agents to checkpoint and stop")]
 
 
-def _imaging(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    if job.image_id is None:
+def _imaging(r: _Round) -> list[Action]:
+    if r.job.image_id is None:
         return [CreateImage()]
-    image = obs.image
+    image = r.obs.image
     if image is not None and image.state == "NORMAL":
         return [
-            ApplyImageRetention(s.snapshot_keep_last),
-            Move(S.TEARING_DOWN, f"image {job.image_id} ready", outcome=S.SUCCEEDED),
+            ApplyImageRetention(r.s.snapshot_keep_last),
+            Move(S.TEARING_DOWN, f"image {r.job.image_id} ready", outcome=S.SUCCEEDED),
         ]
     if image is None or image.state in ("CREATEFAILED", "IMPORTFAILED"):
         what = "disappeared" if image is None else image.state
         # A failed capture was left behind for ever (found by tests/faults: I1, image fails): it goes first.
-        discard: list[Action] = [] if image is None else [DiscardImage(job.image_id)]
-        return [*discard, Move(S.TEARING_DOWN, f"training succeeded; image {job.image_id} {what}", outcome=S.SUCCEEDED)]
-    if obs.now - entered_at > s.image_timeout:
+        discard: list[Action] = [] if image is None else [DiscardImage(r.job.image_id)]
+        return [
+            *discard,
+            Move(S.TEARING_DOWN, f"training succeeded; image {r.job.image_id} {what}", outcome=S.SUCCEEDED),
+        ]
+    if r.obs.now - r.entered_at > r.s.image_timeout:
         return [
             Move(
                 S.TEARING_DOWN,
-                f"training succeeded; image {job.image_id} still {image.state} after {s.image_timeout:.0f} s",
+                f"training succeeded; image {r.job.image_id} still {image.state} after {r.s.image_timeout:.0f} s",
                 outcome=S.SUCCEEDED,
             )
         ]
-    return [Wait(max(s.poll_seconds, 2.0), f"image {job.image_id} is {image.state}")]
+    return [Wait(max(r.s.poll_seconds, 2.0), f"image {r.job.image_id} is {image.state}")]
 
 
-def _keeping(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    if job.cancel_requested or job.keep_until is None or obs.now >= job.keep_until:
-        return [Move(S.TEARING_DOWN, job.reason, outcome=job.outcome)]  # the failure stays the reason
-    return [Wait(min(30.0, job.keep_until - obs.now), "kept for inspection")]
+def _keeping(r: _Round) -> list[Action]:
+    if r.job.cancel_requested or r.job.keep_until is None or r.obs.now >= r.job.keep_until:
+        return [Move(S.TEARING_DOWN, r.job.reason, outcome=r.job.outcome)]  # the failure stays the reason
+    return [Wait(min(30.0, r.job.keep_until - r.obs.now), "kept for inspection")]
 
 
-def _tearing_down(
-    job: JobRecord,
-    current: list[NodeRecord],
-    nodes: list[NodeRecord],
-    obs: Observation,
-    s: Settings,
-    entered_at: float,
-    plan: Plan,
-) -> list[Action]:
-    held = _pool_held(current)
+def _tearing_down(r: _Round) -> list[Action]:
+    held = _pool_held(r.current)
     if held:
         return [ReleasePool(held)]
-    alive = [v.instance for v in obs.nodes if v.instance is not None and not _pool_node(current, v.node)]
-    alive = [i for i in alive + list(obs.strays) if i.state not in NEVER_RAN]
+    alive = [v.instance for v in r.obs.nodes if v.instance is not None and not _pool_node(r.current, v.node)]
+    alive = [i for i in alive + list(r.obs.strays) if i.state not in NEVER_RAN]
     killable = tuple(i.instance_id for i in alive if i.state not in GOING and i.state not in NOT_BILLED_AWAY)
     if alive:
         ending: list[Action] = [Terminate(killable, "teardown")] if killable else []
-        return [*ending, Wait(s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]
-    outcome = job.outcome or S.FAILED_ERROR
-    return [RecordBill(), Move(outcome, job.reason or outcome.value)]
+        return [*ending, Wait(r.s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]
+    outcome = r.job.outcome or S.FAILED_ERROR
+    return [RecordBill(), Move(outcome, r.job.reason or outcome.value)]
 
 
 def _pool_node(current: list[NodeRecord], node: int) -> bool:
