@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -69,8 +70,6 @@ def test_a_busy_pool_follows_the_pool_policy(cli: Cli, tmp_path: Path) -> None:
         assert "reserved pool default has no idle instance" in failed.stdout
         on_demand = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=on-demand", "--output", "json")
         assert on_demand.returncode == 0, on_demand.stdout + on_demand.stderr
-        import json
-
         nodes = json.loads(on_demand.stdout)["nodes"]
         assert [n["charge_type"] for n in nodes] == ["POSTPAID_BY_HOUR"] and nodes[0]["instance_id"] != member
         waiting = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=wait", "--output", "json")
