@@ -38,13 +38,19 @@ def grow(cli: Cli) -> str:
     return str(member)
 
 
+# The first job leaves a file on the system disk and one on the local NVMe; the second job's setup, which runs
+# before its own data sync, fails if it finds either, or any synced data at all.
+LEFT_BEHIND = ("${TENCENTCLOUD_EMULATOR_ROOT:-}/root/left-by-the-first-job", "$CVMJOB_DATA_DIR/left-by-the-first-job")
+LEAVE = "setup=" + json.dumps([f"mkdir -p $(dirname {path}) && echo first > {path}" for path in LEFT_BEHIND])
+CHECK = "setup=" + json.dumps([f"test ! -e {path}" for path in LEFT_BEHIND] + ['test -z "$(ls -A $CVMJOB_DATA_DIR)"'])
+
+
 def test_two_jobs_share_one_pool_instance_that_is_never_terminated(cli: Cli, tmp_path: Path) -> None:
     member = grow(cli)
-    first = cli.run("run", str(QUICKSTART), *RESERVED, "--output", "json")
+    first = cli.run("run", str(QUICKSTART), *RESERVED, "--set", LEAVE, "--output", "json")
     assert first.returncode == 0, first.stdout + first.stderr
-    second = cli.run("run", str(QUICKSTART), *RESERVED, "--output", "json")
+    second = cli.run("run", str(QUICKSTART), *RESERVED, "--set", CHECK, "--output", "json")
     assert second.returncode == 0, second.stdout + second.stderr
-    import json
 
     first_id = json.loads(first.stdout)["job_id"]
     second_job = json.loads(second.stdout)
