@@ -102,7 +102,11 @@ def accounting(nodes: list[NodeRecord]) -> dict[str, Any]:
     on_demand = 0.0
     for n in nodes:
         per_attempt[n.attempt] = round(per_attempt.get(n.attempt, 0.0) + (n.cost_cny or 0.0), 2)
-        if n.running_at is not None and n.ended_at is not None and n.on_demand_price_per_hour is not None:
+        if n.charge_type == "POSTPAID_BY_HOUR" and n.cost_cny is not None:
+            # Its own bill: the controller's view of the running time differs from the cloud's by a second or two,
+            # which showed an on-demand job "saving" a fen.
+            on_demand += n.cost_cny
+        elif n.running_at is not None and n.ended_at is not None and n.on_demand_price_per_hour is not None:
             on_demand += n.on_demand_price_per_hour * (n.ended_at - n.running_at) / 3600
     total = round(sum(per_attempt.values()), 2)
     return {

@@ -106,6 +106,9 @@ def test_a_reclaim_with_notice_resumes_exactly_after_the_emergency_checkpoint(cl
     assert nodes[1]["state"] == "lost" and "preempted" in nodes[1]["end_reason"]
     # Reclaims come from a lack of stock, not price: the default policy tries the same placement first.
     assert (nodes[2]["zone"], nodes[2]["charge_type"]) == (first["zone"], "SPOTPAID")
+    bill = final["bill"]  # each attempt's bill, the total, and the saving against on demand for the same time
+    assert sorted(bill["per_attempt"]) == ["1", "2"] and bill["total_cny"] == final["cost_cny"]
+    assert bill["on_demand_cny"] > bill["total_cny"] and bill["saved_cny"] > 0, bill
     assert_one_attempt_alive_at_a_time(cli, watch, live)
     assert no_instance_left(cli)
 
