@@ -26,7 +26,7 @@ from .providers.tencent.storage import ObjectStore
 from .retry import retrying
 from .spec import JobSpec, load_spec
 from .state.store import JobRecord, PoolStore, Store
-from .target import Target, connect, resolve
+from .target import Target, connect, reconnect, resolve
 
 PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
 
@@ -241,9 +241,9 @@ def agent_view(job: JobRecord, node: int = 0) -> AgentView:
 
 
 def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after: str = "") -> Iterator[tuple[str, str]]:
-    """(key, text) of the shipped log chunks of an attempt, in order, after the key ``after``."""
-    target = Target.from_json(job.cloud)
-    sdk = connect(target)
+    """(key, text) of the shipped log chunks of an attempt, in order, after the key ``after``. The embedded emulator
+    is started again if a finished job left it stopped: its COS keeps the logs."""
+    sdk = connect(reconnect(Target.from_json(job.cloud)))
     store = ObjectStore(sdk, Plan.model_validate(job.plan).state_bucket)
     layout = JobLayout(job.job_id)
     prefix = layout.logs_prefix(attempt or job.attempt, node)

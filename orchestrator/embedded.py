@@ -7,9 +7,11 @@ stops it once no active job needs it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -22,6 +24,10 @@ from .home import cvmjob_home
 EMULATOR_SECRET_ID = "AKIDcvmjobEmulator0000000000000000"
 EMULATOR_SECRET_KEY = "cvmjobEmulatorSecretKey000000000"
 EMULATOR_APPID = "1250000000"
+
+
+# Emulators this process started, kept to be reaped by stop() (one started by an earlier command is not our child).
+_children: dict[int, subprocess.Popen[bytes]] = {}
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ def ensure_running(timeout: float = 60.0) -> EmbeddedEmulator:
         process, ready = launch(state_dir, directory / "emulator.log", detached=True, timeout=timeout)
     except RuntimeError as exc:
         raise RuntimeError(f"the local emulator did not start: {exc}") from exc
+    _children[process.pid] = process
     endpoint = ready["endpoint"]
     info = {"endpoint": endpoint, "pid": process.pid, "state_dir": str(state_dir)}
     (directory / "server.json").write_text(json.dumps(info))
@@ -80,11 +87,18 @@ def stop(emulator: EmbeddedEmulator, timeout: float = 30.0) -> None:
         os.kill(emulator.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(emulator.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
+    child = _children.pop(emulator.pid, None)
+    if child is not None:
+        # Reaped, not only gone: a zombie still answers kill(pid, 0), and `cvmjob run` waited out the timeout on it.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout)
+    else:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(emulator.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
     (_dir() / "server.json").unlink(missing_ok=True)
+

@@ -1,0 +1,39 @@
+"""The embedded default: with no credentials anywhere, `cvmjob run` starts the local emulator for the job's
+duration and says so; commands that need a finished job's cloud (its logs) start it again, and stop it after."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import QUICKSTART, REPO
+from tests.emulator_process import clean_env
+
+pytestmark = pytest.mark.e2e
+
+
+def test_without_credentials_the_embedded_emulator_runs_the_job_and_serves_its_logs_afterwards(tmp_path: Path) -> None:
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("TENCENTCLOUD_", "CVMJOB_"))}
+    env.update(HOME=str(tmp_path / "user"), CVMJOB_HOME=str(tmp_path / "cvmjob-home"))  # no ~/.tencentcloud either
+    server_info = tmp_path / "cvmjob-home" / "emulator" / "server.json"
+
+    def cvmjob(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "orchestrator.cli.main", *args]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
+
+    short = ("--set", "snapshot.enabled=false", "--set", "train.command=python train.py --steps 12")
+    run = cvmjob("run", str(QUICKSTART), *short)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "Running on the local Tencent Cloud emulator (no Tencent Cloud credentials were found)" in run.stdout
+    assert not server_info.exists(), "the embedded emulator outlived the job"
+
+    job = json.loads(cvmjob("status", "--output", "json").stdout)
+    assert job["state"] == "SUCCEEDED"
+    logs = cvmjob("logs", job["job_id"])
+    assert logs.returncode == 0, logs.stderr
+    assert "step=11" in logs.stdout, logs.stdout[-2000:]
+    assert not server_info.exists(), "the embedded emulator started for `logs` was left running"
