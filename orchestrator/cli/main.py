@@ -218,11 +218,12 @@ def status(
 
 @app.command("ls")
 def list_jobs(
-    all_: Annotated[bool, typer.Option("--all", "-a", help="include finished jobs")] = True, output: Output = "text"
+    active: Annotated[bool, typer.Option("--active", "-a", help="only the jobs that have not ended")] = False,
+    output: Output = "text",
 ) -> None:
     """List jobs, newest first."""
     _check_output(output)
-    jobs = _store().list_jobs(active_only=not all_)
+    jobs = _store().list_jobs(active_only=active)
     if output == "json":
         render.print_json(
             [

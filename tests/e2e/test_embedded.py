@@ -33,6 +33,8 @@ def test_without_credentials_the_embedded_emulator_runs_the_job_and_serves_its_l
 
     job = json.loads(cvmjob("status", "--output", "json").stdout)
     assert job["state"] == "SUCCEEDED"
+    assert [j["job_id"] for j in json.loads(cvmjob("ls", "--output", "json").stdout)] == [job["job_id"]]
+    assert json.loads(cvmjob("ls", "--active", "--output", "json").stdout) == []
     logs = cvmjob("logs", job["job_id"])
     assert logs.returncode == 0, logs.stderr
     assert "step=11" in logs.stdout, logs.stdout[-2000:]
