@@ -220,11 +220,9 @@ class AgentView:
 
 
 def agent_view(job: JobRecord, node: int = 0) -> AgentView:
-    """What the agents last said, read from COS (None fields when unreachable or not yet written)."""
-    target = Target.from_json(job.cloud)
-    if target.embedded and embedded.running() is None:
-        return AgentView(None, None, None)
-    sdk = connect(target)
+    """What the agents last said, read from COS (None fields when unreachable or not yet written). The embedded
+    emulator is started again if a finished job left it stopped: its COS keeps the manifest."""
+    sdk = connect(reconnect(Target.from_json(job.cloud)))
     store = ObjectStore(sdk, Plan.model_validate(job.plan).state_bucket)
     layout = JobLayout(job.job_id)
     try:

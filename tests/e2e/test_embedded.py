@@ -1,5 +1,6 @@
 """The embedded default: with no credentials anywhere, `cvmjob run` starts the local emulator for the job's
-duration and says so; commands that need a finished job's cloud (its logs) start it again, and stop it after."""
+duration and says so; commands that need a finished job's cloud (its checkpoints, its logs) start it again, and
+stop it after."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_without_credentials_the_embedded_emulator_runs_the_job_and_serves_its_l
     assert not server_info.exists(), "the embedded emulator outlived the job"
 
     job = json.loads(cvmjob("status", "--output", "json").stdout)
-    assert job["state"] == "SUCCEEDED"
+    assert job["state"] == "SUCCEEDED" and job["checkpoints"], job  # the manifest, read from the restarted emulator
     assert [j["job_id"] for j in json.loads(cvmjob("ls", "--output", "json").stdout)] == [job["job_id"]]
     assert json.loads(cvmjob("ls", "--active", "--output", "json").stdout) == []
     logs = cvmjob("logs", job["job_id"])
