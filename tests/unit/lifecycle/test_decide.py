@@ -196,6 +196,16 @@ def test_training_failure_tears_down_or_keeps() -> None:
     ]
 
 
+def test_a_kept_instance_waits_out_its_time_then_is_torn_down_with_the_failure_as_reason() -> None:
+    kept = job(S.KEEPING, outcome=S.FAILED, reason="training_failed: exit code 3", keep_until=NOW + 45)
+    obs = seen(instance(), status(Phase.FAILED), result(Outcome.TRAINING_FAILED, "exit code 3"))
+    assert run(kept, obs) == [Wait(30.0, "kept for inspection")]
+    assert run(replace(kept, keep_until=NOW + 5), obs) == [Wait(5.0, "kept for inspection")]
+    ended = [Move(S.TEARING_DOWN, "training_failed: exit code 3", outcome=S.FAILED)]
+    assert run(replace(kept, keep_until=NOW), obs) == ended
+    assert run(replace(kept, cancel_requested=True), obs) == ended  # `cvmjob cancel` ends the keep early
+
+
 def test_preempted_agent_report_recovers() -> None:
     actions = run(job(S.RUNNING), seen(instance(), status(Phase.PREEMPTED), result(Outcome.PREEMPTED, "notice")))
     assert actions == [MarkNodes(((0, "lost", "preempted: notice"),)), Move(S.RECOVERING, "spot reclaim: notice")]
