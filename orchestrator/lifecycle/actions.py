@@ -99,6 +99,7 @@ class RecordBill:
 class Wait:
     seconds: float
     reason: str
+    tell: bool = False  # worth a line to the user (once while the reason stays the same): routine waits are not
 
 
 Action = (

@@ -72,7 +72,7 @@ def decide(
         first = _through_pool(plan.primary, plan, obs, settings, entered_at)
         return [Stage(first)] if isinstance(first, Placement) else first
     if not obs.cloud_ok:
-        return [Wait(5.0, f"cannot see the cloud ({obs.cloud_error}); not concluding anything")]
+        return [Wait(5.0, f"cannot see the cloud ({obs.cloud_error}); not concluding anything", tell=True)]
 
     current = [n for n in nodes if n.attempt == job.attempt]
     actions: list[Action] = []
@@ -91,7 +91,10 @@ def decide(
             ]
 
     if not obs.agents_ok and state in (S.BOOTING, S.RUNNING, S.CANCELLING):
-        return [*actions, Wait(5.0, f"cannot read the agents' reports ({obs.agents_error}); not concluding anything")]
+        return [
+            *actions,
+            Wait(5.0, f"cannot read the agents' reports ({obs.agents_error}); not concluding anything", tell=True),
+        ]
     return actions + _HANDLERS[state](_Round(job, current, nodes, obs, settings, entered_at, plan))
 
 
@@ -276,7 +279,7 @@ def _recovering(r: _Round) -> list[Action]:
     if isinstance(choice, GiveUp):
         return [Move(S.TEARING_DOWN, choice.reason, outcome=choice.state)]
     if isinstance(choice, Backoff):
-        return [Wait(max(0.1, min(choice.until - r.obs.now, 30.0)), choice.reason)]
+        return [Wait(max(0.1, min(choice.until - r.obs.now, 30.0)), choice.reason, tell=True)]
     assert isinstance(choice, Relaunch)
     placement = _through_pool(choice.placement, r.plan, r.obs, r.s, r.entered_at)
     return [StartAttempt(placement, choice.reason)] if isinstance(placement, Placement) else placement
@@ -362,7 +365,7 @@ def _through_pool(
         if on_demand is not None:
             return on_demand
     if s.pool_when_busy == "wait" and obs.now - entered_at < s.pool_wait_timeout:
-        return [Wait(5.0, f"{busy}; waiting (up to {s.pool_wait_timeout / 60:.0f} min)")]
+        return [Wait(5.0, f"{busy}; waiting (up to {s.pool_wait_timeout / 60:.0f} min)", tell=True)]
     return [Move(S.TEARING_DOWN, f"{busy} (pool policy: {s.pool_when_busy})", outcome=S.FAILED_NO_CAPACITY)]
 
 

@@ -106,6 +106,7 @@ class Executor:
     interrupted: threading.Event = field(default_factory=threading.Event)
     _keys_expire: dict[int, float] = field(default_factory=dict)
     _quiet_rotations: dict[int, float] = field(default_factory=dict)
+    _told: str = ""  # the reason of the last Wait told to the user, while it lasts
 
     @property
     def layout(self) -> JobLayout:
@@ -465,6 +466,9 @@ class Executor:
         return True
 
     def _Wait(self, action: Wait) -> bool:
+        if action.tell and action.reason != self._told:
+            self.emit("wait", action.reason)
+        self._told = action.reason if action.tell else ""
         self.interrupted.wait(action.seconds)
         return False
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, Cli
+from tests.e2e.spot_support import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -69,20 +71,26 @@ def test_a_busy_pool_follows_the_pool_policy(cli: Cli, tmp_path: Path) -> None:
     spec = job_folder(tmp_path)
     member = grow(cli)
     holder = cli.start("run", str(spec), *RESERVED, "--set", "train.command=python train.py --steps 120")
+    waiting: subprocess.Popen[bytes] | None = None
     try:
         cli.wait_for(lambda s: s["state"] == "RUNNING")
         failed = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=fail")
         assert failed.returncode == EXIT_CODES[JobState.FAILED_NO_CAPACITY], failed.stdout + failed.stderr
         assert "reserved pool default has no idle instance" in failed.stdout
+        # Submitted while the member is busy: it waits through the on-demand job and the rest of the holder's run.
+        waiting = cli.start("run", str(spec), *RESERVED, "--set", "policies.pool=wait", "--name", "waiter")
+        wait_until("the waiter to wait", lambda: "no idle instance for this job; waiting" in cli.output(), 60)
         on_demand = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=on-demand", "--output", "json")
         assert on_demand.returncode == 0, on_demand.stdout + on_demand.stderr
         nodes = json.loads(on_demand.stdout)["nodes"]
         assert [n["charge_type"] for n in nodes] == ["POSTPAID_BY_HOUR"] and nodes[0]["instance_id"] != member
-        waiting = cli.run("run", str(spec), *RESERVED, "--set", "policies.pool=wait", "--output", "json")
-        assert waiting.returncode == 0, waiting.stdout + waiting.stderr
-        assert [n["instance_id"] for n in json.loads(waiting.stdout)["nodes"]] == [member]
         assert holder.wait(timeout=120) == 0, cli.output()
+        assert waiting.wait(timeout=180) == 0, cli.output()
     finally:
-        holder.kill()
-        holder.wait()
+        for process in (holder, waiting):
+            if process is not None:
+                process.kill()
+                process.wait()
+    (waiter,) = [j for j in json.loads(cli.run("ls", "--output", "json").stdout) if j["name"] == "waiter"]
+    assert [n["instance_id"] for n in cli.status(waiter["job_id"])["nodes"]] == [member]
     assert [i["instance_id"] for i in cli.emulator.admin.instances() if i["state"] == "RUNNING"] == [member]
