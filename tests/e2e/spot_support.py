@@ -8,8 +8,6 @@ import json
 import re
 import shutil
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from orchestrator.contract import JobLayout
 from tests.agent.conftest import LIGHT, PACED
 from tests.emulator.conftest import make_cos
 from tests.emulator_process import EmulatorProcess
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART_DIR = REPO / "jobs" / "quickstart"
@@ -65,18 +64,6 @@ def steps_in(log: str) -> list[int]:
 def start_steps(log: str) -> list[int]:
     """``start_step`` of every start of the training in the log."""
     return [int(m) for m in _START.findall(log)]
-
-
-def wait_until(what: str, predicate: Callable[[], Any], timeout: float, poll: float = 0.2) -> Any:
-    """The first truthy value of ``predicate()``; AssertionError naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
 
 
 def nothing_left(emulator: EmulatorProcess) -> bool:

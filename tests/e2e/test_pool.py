@@ -11,7 +11,7 @@ import pytest
 
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, Cli
-from tests.e2e.spot_support import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -21,9 +21,9 @@ from tests.e2e.spot_support import (
     spot_overrides,
     start_steps,
     steps_in,
-    wait_until,
 )
 from tests.e2e.test_run import no_instance_left
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentClo
 from tencentcloud.cvm.v20170312 import models
 
 from tests.emulator_process import EmulatorProcess
+from tests.waiting import wait_until
 
 T = TypeVar("T")
 
@@ -69,14 +69,7 @@ def state_of(client: Any, instance_id: str) -> str | None:
 
 
 def wait_for(check: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return wait_until(what, check, timeout, poll=0.05)
 
 
 def wait_state(client: Any, instance_id: str, state: str | None, timeout: float = 10.0) -> None:

@@ -32,6 +32,7 @@ from orchestrator.emulator.client import AdminClient
 from orchestrator.emulator.config import DEFAULT_SECRET_ID
 from orchestrator.state.store import JobRecord, Store
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).resolve().parent / "job" / "job.yaml"
@@ -170,15 +171,10 @@ class World:
         return job_id
 
     def wait(self, probe: Callable[[], Any], timeout: float, what: str, every: float = 0.2) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.record.name}: timed out after {timeout:.0f} s waiting for {what}\n"
-                                     f"{self.describe()}")
-            time.sleep(every)
+        try:
+            return wait_until(what, probe, timeout, every)
+        except AssertionError as exc:
+            raise AssertionError(f"{self.record.name}: {exc}\n{self.describe()}") from None
 
     def wait_state(self, job_id: str, *states: str, timeout: float = 120) -> JobRecord:
         def probe() -> JobRecord | None:
