@@ -15,7 +15,9 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-RESERVED = ("--set", "billing.mode=reserved", "--set", "snapshot.enabled=false")
+# Short trainings: these tests are about who gets the pool member, not about training (a later --set wins).
+RESERVED = ("--set", "billing.mode=reserved", "--set", "snapshot.enabled=false",
+            "--set", "train.command=python train.py --steps 12")
 POLICIES = {
     "fail": "when_busy: fail\nreset: reimage\n",
     "on-demand": "when_busy: on-demand\nreset: reimage\n",
