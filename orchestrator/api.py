@@ -192,6 +192,8 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
 
 
 def find_job(store: Store, ref: str) -> JobRecord:
+    if not ref.strip():
+        raise JobNotFound("no job given: name a job id (or a unique prefix, or the job name); `cvmjob ls` lists them")
     matches = store.find(ref)
     if not matches:
         raise JobNotFound(f"no job {ref!r}: `cvmjob ls` lists them")

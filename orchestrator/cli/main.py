@@ -252,6 +252,12 @@ def logs(
     """Print the agent's and the training's log (shipped to COS in chunks)."""
     store = _store()
     record = api.find_job(store, job)
+    if attempt is not None and not 1 <= attempt <= record.attempt:
+        raise Abort(f"--attempt {attempt}: {record.job_id} has attempts 1..{record.attempt}", EXIT_BAD_INPUT)
+    nodes = sorted({n.node for n in store.nodes(record.job_id, attempt or record.attempt)})
+    if node < 0 or (nodes and node not in nodes):  # no nodes yet: `logs -f` waits for them
+        known = f"the attempt's nodes are {', '.join(map(str, nodes))}" if nodes else "nodes are numbered from 0"
+        raise Abort(f"--node {node}: {known}", EXIT_BAD_INPUT)
     last = ""
     while True:
         for key, text in api.log_chunks(record, attempt, node, after=last):
@@ -294,10 +300,14 @@ def gc(
 ) -> None:
     """Terminate instances and delete images tagged by cvmjob that no live job owns."""
     _check_output(output)
+    try:
+        grace_seconds = parse_duration(grace)
+    except ValueError as exc:
+        raise Abort(f"--grace: {exc}", EXIT_BAD_INPUT) from exc
     store = _store()
     target = resolve(region, emulator)
     sdk = connect(target)
-    orphans = api.find_orphans(store, sdk, time.time(), parse_duration(grace), owner())
+    orphans = api.find_orphans(store, sdk, time.time(), grace_seconds, owner())
     plan_ = {"instances": [i.instance_id for i in orphans.instances], "images": [i.image_id for i in orphans.images]}
     if not dry_run:
         api.collect_orphans(sdk, orphans)

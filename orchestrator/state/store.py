@@ -197,8 +197,9 @@ class Store:
         rows = (
             self._db()
             .execute(
-                "SELECT * FROM jobs WHERE job_id = ? OR job_id LIKE ? OR name = ? ORDER BY created_at DESC",
-                (ref, ref.replace("%", "") + "%", ref),
+                # A prefix compared as text: LIKE would read % and _ in the reference as wildcards.
+                "SELECT * FROM jobs WHERE substr(job_id, 1, ?) = ? OR name = ? ORDER BY created_at DESC",
+                (len(ref), ref, ref),
             )
             .fetchall()
         )

@@ -40,3 +40,10 @@ def test_without_credentials_the_embedded_emulator_runs_the_job_and_serves_its_l
     assert logs.returncode == 0, logs.stderr
     assert "step=11" in logs.stdout, logs.stdout[-2000:]
     assert not server_info.exists(), "the embedded emulator started for `logs` was left running"
+
+    # Bad references and options: one `error:` line each, exit 2, no traceback.
+    for bad in (["logs", ""], ["logs", job["job_id"], "--attempt", "9"], ["logs", job["job_id"], "--node", "-1"],
+                ["status", "job_"], ["gc", "--dry-run", "--grace", "banana"]):
+        refused = cvmjob(*bad)
+        assert refused.returncode == 2 and refused.stderr.count("error:") == 1, (bad, refused.stderr)
+        assert "Traceback" not in refused.stderr + refused.stdout, bad
