@@ -31,6 +31,7 @@ from ..state.store import FencedOut, LeaseHeld, Store
 from ..target import TargetError, connect, resolve
 from . import render
 from .emulator import emulator_app
+from .options import Abort, Emulator, Output, check_output
 from .pool import pool_app
 
 app = typer.Typer(
@@ -41,24 +42,11 @@ app.add_typer(pool_app, name="pool")
 
 SpecPath = Annotated[Path, typer.Argument(help="the job spec (YAML)", exists=False)]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override a spec field: key.path=value")]  # noqa: UP045
-Output = Annotated[str, typer.Option("--output", "-o", help="text or json")]
-Emulator = Annotated[bool, typer.Option("--emulator", help="use the local emulator even if credentials exist")]
 JobRef = Annotated[str, typer.Argument(help="job id (or a unique prefix, or the job name)")]
-
-
-class Abort(Exception):
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _store() -> Store:
     return Store(state_db())
-
-
-def _check_output(output: str) -> None:
-    if output not in ("text", "json"):
-        raise Abort(f"--output must be text or json, not {output!r}", EXIT_BAD_INPUT)
 
 
 def _say_target(report: api.PlanReport, output: str) -> None:
@@ -70,7 +58,7 @@ def _say_target(report: api.PlanReport, output: str) -> None:
 @app.command()
 def plan(spec: SpecPath, set_: Sets = None, output: Output = "text", emulator: Emulator = False) -> None:
     """Resolve the instance type and zone, price the job and validate it with a DryRun. Creates nothing."""
-    _check_output(output)
+    check_output(output)
     report = api.plan(spec, set_ or [], emulator)
     if output == "json":
         render.print_json(render.plan_json(report))
@@ -91,7 +79,7 @@ def run(
     emulator: Emulator = False,
 ) -> None:
     """Run a job through its whole life: create, sync, train, checkpoint, image, destroy."""
-    _check_output(output)
+    check_output(output)
     report = api.plan(spec, set_ or [], emulator, name)
     _say_target(report, output)
     store = _store()
@@ -182,7 +170,7 @@ def resume(
     output: Output = "text",
 ) -> None:
     """Drive a job again after its controller died: the store and the cloud say where it was."""
-    _check_output(output)
+    check_output(output)
     store = _store()
     record = api.find_job(store, job)
     if record.state.is_terminal():
@@ -199,7 +187,7 @@ def status(
     output: Output = "text",
 ) -> None:
     """Show a job's state, phases with timestamps, instances, checkpoints and cost."""
-    _check_output(output)
+    check_output(output)
     store = _store()
     if job is None:
         jobs = store.list_jobs()
@@ -222,7 +210,7 @@ def list_jobs(
     output: Output = "text",
 ) -> None:
     """List jobs, newest first."""
-    _check_output(output)
+    check_output(output)
     jobs = _store().list_jobs(active_only=active)
     if output == "json":
         render.print_json(
@@ -299,7 +287,7 @@ def gc(
     output: Output = "text",
 ) -> None:
     """Terminate instances and delete images tagged by cvmjob that no live job owns."""
-    _check_output(output)
+    check_output(output)
     try:
         grace_seconds = parse_duration(grace)
     except ValueError as exc:

@@ -14,12 +14,12 @@ from ..providers.tencent._sdk import TencentSdk
 from ..state.store import PoolStore, Store
 from ..target import connect, resolve
 from . import render
+from .options import Emulator, Output, check_output
 
 pool_app = typer.Typer(no_args_is_help=True, help="The reserved pool: prepaid instances shared by reserved jobs.")
 
 Name = Annotated[str, typer.Option("--name", help="the pool")]
 Region = Annotated[str, typer.Option()]
-Emulator = Annotated[bool, typer.Option("--emulator", help="use the local emulator even if credentials exist")]
 
 
 def _open(region: str, emulator: bool) -> tuple[PoolStore, TencentSdk]:
@@ -31,9 +31,10 @@ def list_pool(
     name: Annotated[Optional[str], typer.Option("--name")] = None,  # noqa: UP045
     region: Region = "ap-guangzhou",
     emulator: Emulator = False,
-    output: str = "text",
+    output: Output = "text",
 ) -> None:
     """Members of the pool(s): type, zone, state, the job holding each, and when the prepaid period ends."""
+    check_output(output)
     store, sdk = _open(region, emulator)
     members = pools.sync(store, sdk, name, time.time())
     if output == "json":

@@ -1,4 +1,4 @@
-"""``python -m orchestrator.emulator serve`` (also ``cvmjob emulator serve``)."""
+"""``python -m orchestrator.emulator serve`` and ``cvmjob emulator serve``: one parser for both."""
 
 from __future__ import annotations
 
@@ -12,15 +12,21 @@ import sys
 from pathlib import Path
 
 from .config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY, EmulatorConfig
-from .server import start
+from .server import CannotListen, start
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m orchestrator.emulator", description="A local Tencent Cloud.")
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: 0-65535 (0 picks a free one)")
+    return int(text)
+
+
+def parser(prog: str = "python -m orchestrator.emulator") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="A local Tencent Cloud.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve CVM, VPC, STS, billing, COS and metadata on one port")
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=9000, help="0 picks a free port (see --ready-file)")
+    s.add_argument("--port", type=_port, default=9000, help="0 picks a free port (see --ready-file)")
     s.add_argument("--state-dir", type=Path, required=True, help="buckets, objects, images, instance records")
     s.add_argument("--secret-id", default=DEFAULT_SECRET_ID)
     s.add_argument("--secret-key", default=DEFAULT_SECRET_KEY)
@@ -89,10 +95,14 @@ async def serve(config: EmulatorConfig, ready_file: Path | None = None) -> None:
         await runner.cleanup()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    args = (parser(prog) if prog else parser()).parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(serve(config_from(args), args.ready_file))
+    try:
+        asyncio.run(serve(config_from(args), args.ready_file))
+    except CannotListen as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     return 0
 
 

@@ -116,13 +116,21 @@ def build_app(config: EmulatorConfig) -> web.Application:
     return app
 
 
+class CannotListen(RuntimeError):
+    """The address is taken, not ours to bind, or not an address."""
+
+
 async def start(config: EmulatorConfig) -> tuple[web.AppRunner, EmulatorConfig]:
     """Start serving; return the runner and the config with the bound port (port 0 picks a free one).
 
     The socket is bound before the cloud is built: instances are handed the real endpoint."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((config.host, config.port))
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as exc:
+        sock.close()
+        raise CannotListen(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from exc
     sock.listen(1024)
     sock.setblocking(False)
     config = dataclasses.replace(config, port=sock.getsockname()[1])
