@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +38,41 @@ def test_a_signal_cancels_gracefully_and_leaks_nothing(cli: Cli, sig: signal.Sig
     assert final["checkpoints"], "the agent checkpointed before stopping"
     assert no_instance_left(cli)
     assert cli.emulator.admin.calls(action="CreateImage") == []
+
+
+def stubborn_job(tmp_path: Path) -> Path:
+    """A training that ignores every request to stop: only tearing the instance down ends it."""
+    folder = tmp_path / "stubborn"
+    folder.mkdir()
+    (folder / "stubborn.py").write_text(
+        "import signal, time\n"
+        "for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT):\n"
+        "    signal.signal(s, signal.SIG_IGN)\n"
+        "print('step=0 loss=1.0', flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    (folder / "job.yaml").write_text(
+        "name: stubborn\nregion: ap-guangzhou\ninstance: {type: S5.MEDIUM4}\n"
+        "train: {command: python stubborn.py, cpu_nproc: 1}\nlimits: {max_runtime: 20m}\n"
+    )
+    return folder / "job.yaml"
+
+
+def test_a_second_ctrl_c_tears_down_at_once(cli: Cli, tmp_path: Path) -> None:
+    process = cli.start("run", str(stubborn_job(tmp_path)))
+    try:
+        status = cli.wait_for(lambda s: s["state"] == "RUNNING" and (s.get("agent") or {}).get("phase") == "training")
+        process.send_signal(signal.SIGINT)
+        cli.wait_for(lambda s: s["state"] == "CANCELLING", timeout=60)  # the agent is asked; the training ignores it
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=90) == EXIT_CODES[JobState.CANCELLED], cli.output()  # not the 180 s grace
+    finally:
+        process.kill()
+        process.wait()
+    final = cli.status(status["job_id"])
+    assert [p["state"] for p in final["phases"]][-3:] == ["CANCELLING", "TEARING_DOWN", "CANCELLED"]
+    assert "Tearing down now." in cli.output() and "cancelled: tearing down at once" in cli.output()
+    assert no_instance_left(cli)
 
 
 def test_kill_9_of_the_controller_then_resume_finishes_on_the_same_instance(cli: Cli) -> None:
