@@ -101,4 +101,3 @@ def stop(emulator: EmbeddedEmulator, timeout: float = 30.0) -> None:
                 break
             time.sleep(0.1)
     (_dir() / "server.json").unlink(missing_ok=True)
-
