@@ -30,6 +30,10 @@ EMULATOR_APPID = "1250000000"
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
+class EmulatorDidNotStart(RuntimeError):
+    pass
+
+
 @dataclass(frozen=True)
 class EmbeddedEmulator:
     endpoint: str
@@ -69,12 +73,12 @@ def ensure_running(timeout: float = 60.0) -> EmbeddedEmulator:
     if current is not None:
         return current
     directory = _dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    state_dir = directory / "state"
+    state_dir, log = directory / "state", directory / "emulator.log"
     try:
-        process, ready = launch(state_dir, directory / "emulator.log", detached=True, timeout=timeout)
-    except RuntimeError as exc:
-        raise RuntimeError(f"the local emulator did not start: {exc}") from exc
+        directory.mkdir(parents=True, exist_ok=True)
+        process, ready = launch(state_dir, log, detached=True, timeout=timeout)
+    except (RuntimeError, OSError) as exc:
+        raise EmulatorDidNotStart(f"the local emulator did not start: {exc} (its log: {log})") from exc
     _children[process.pid] = process
     endpoint = ready["endpoint"]
     info = {"endpoint": endpoint, "pid": process.pid, "state_dir": str(state_dir)}

@@ -6,8 +6,20 @@ import os
 from pathlib import Path
 
 
+class HomeError(RuntimeError):
+    """$CVMJOB_HOME is not a folder cvmjob can use."""
+
+
 def cvmjob_home() -> Path:
-    return Path(os.environ.get("CVMJOB_HOME") or Path.home() / ".cvmjob")
+    """The folder, created if missing."""
+    home = Path(os.environ.get("CVMJOB_HOME") or Path.home() / ".cvmjob")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "it is a file" if home.is_file() else (exc.strerror or str(exc))
+        hint = "set CVMJOB_HOME to a folder you can write"
+        raise HomeError(f"{home} cannot hold cvmjob's files ({why}): {hint}") from exc
+    return home
 
 
 def state_db() -> Path:

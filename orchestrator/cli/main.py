@@ -7,6 +7,7 @@ before anything was created (credentials, permissions); 10-30 the job's failure 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import api, embedded
-from ..home import state_db
+from ..home import HomeError, state_db
 from ..lifecycle.execute import owner
 from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
 from ..lifecycle.reconcile import Controls, drive
@@ -336,9 +337,12 @@ def main(argv: list[str] | None = None) -> None:
     except Abort as exc:
         _error(str(exc))
         sys.exit(exc.code)
-    except TargetError as exc:
+    except (TargetError, embedded.EmulatorDidNotStart) as exc:
         _error(str(exc))
         sys.exit(EXIT_CLOUD_ERROR)
+    except HomeError as exc:
+        _error(str(exc))
+        sys.exit(EXIT_BAD_INPUT)
     except (LeaseHeld, FencedOut) as exc:
         _error(f"{exc}. `cvmjob resume --force` takes over if that controller is gone")
         sys.exit(EXIT_CLOUD_ERROR)
@@ -350,8 +354,9 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         # The embedded emulator lives for the jobs' duration: once no active job needs it (a plan, a finished
         # run, a rejected spec), it stops.
-        if embedded.running() is not None:
-            api.release_embedded(_store())
+        with contextlib.suppress(HomeError):  # already said, if it is what failed
+            if embedded.running() is not None:
+                api.release_embedded(_store())
 
 
 if __name__ == "__main__":

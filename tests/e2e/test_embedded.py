@@ -47,3 +47,7 @@ def test_without_credentials_the_embedded_emulator_runs_the_job_and_serves_its_l
         refused = cvmjob(*bad)
         assert refused.returncode == 2 and refused.stderr.count("error:") == 1, (bad, refused.stderr)
         assert "Traceback" not in refused.stderr + refused.stdout, bad
+    env["CVMJOB_HOME"] = str(QUICKSTART)  # a file
+    refused = cvmjob("ls")
+    expected = f"{QUICKSTART} cannot hold cvmjob's files (it is a file): set CVMJOB_HOME to a folder you can write"
+    assert (refused.returncode, refused.stderr) == (2, f"error: {expected}\n")
