@@ -87,3 +87,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     target = Path(os.environ.get("CVMJOB_RELIABILITY_REPORT", HERE.parents[1] / "docs" / "reliability.md"))
     wall = time.monotonic() - _state["started"] if _state["started"] else 0.0
     report_module.write(target, list(_records.values()), wall)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault suite's verdict where CI shows it: scenarios passed, and how many transitions the crash-point
+    test killed the controller at."""
+    if not _records:
+        return
+    records = list(_records.values())
+    passed = sum(r.outcome == "passed" for r in records)
+    terminalreporter.write_sep("-", "fault suite")
+    terminalreporter.write_line(f"{passed} of {len(records)} fault-suite tests passed")
+    for r in records:
+        if r.checked == ["coverage"] and r.injected:
+            terminalreporter.write_line(f"crash points: {r.injected[0]}")
