@@ -61,8 +61,10 @@ def test_a_crashed_agents_training_is_found_again_by_its_record(tmp_path: Path) 
 
 def test_the_tree_never_adopts_unrelated_processes(tmp_path: Path) -> None:
     tree = ProcessTree.of(os.getpid())
-    tree.refresh()
-    assert all(pid == os.getpid() or alive(pid) for pid in tree.known)
+    table = tree.refresh()
+    # Everything it took in descends from this process in the table it read. (Not "is alive": this suite's
+    # emulators run instances whose processes end at any moment, and one ending after the read made this flaky.)
+    assert all(table[pid][0] in tree.known for pid in tree.known if pid != os.getpid())
     assert os.getppid() not in tree.known
 
 
