@@ -221,11 +221,15 @@ class AgentView:
     manifest: Manifest | None
 
 
+def _state_store(job: JobRecord) -> ObjectStore:
+    """The job's state bucket, where the agents write. The embedded emulator is started again if a finished job
+    left it stopped: its COS keeps the reports, the manifest and the logs."""
+    return ObjectStore(connect(reconnect(Target.from_json(job.cloud))), Plan.model_validate(job.plan).state_bucket)
+
+
 def agent_view(job: JobRecord, node: int = 0) -> AgentView:
-    """What the agents last said, read from COS (None fields when unreachable or not yet written). The embedded
-    emulator is started again if a finished job left it stopped: its COS keeps the manifest."""
-    sdk = connect(reconnect(Target.from_json(job.cloud)))
-    store = ObjectStore(sdk, Plan.model_validate(job.plan).state_bucket)
+    """What the agents last said, read from COS (None fields when unreachable or not yet written)."""
+    store = _state_store(job)
     layout = JobLayout(job.job_id)
     try:
         status = store.get_json(layout.status(job.attempt, node))
@@ -241,10 +245,8 @@ def agent_view(job: JobRecord, node: int = 0) -> AgentView:
 
 
 def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after: str = "") -> Iterator[tuple[str, str]]:
-    """(key, text) of the shipped log chunks of an attempt, in order, after the key ``after``. The embedded emulator
-    is started again if a finished job left it stopped: its COS keeps the logs."""
-    sdk = connect(reconnect(Target.from_json(job.cloud)))
-    store = ObjectStore(sdk, Plan.model_validate(job.plan).state_bucket)
+    """(key, text) of the shipped log chunks of an attempt, in order, after the key ``after``."""
+    store = _state_store(job)
     layout = JobLayout(job.job_id)
     prefix = layout.logs_prefix(attempt or job.attempt, node)
     for info in store.iter_objects(prefix):
