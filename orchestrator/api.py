@@ -19,8 +19,7 @@ from .lifecycle.settings import settings_to_json
 from .plan.models import BILLING_TO_CHARGE, Plan
 from .plan.planner import ON_DEMAND, Facts, PlanError, PublicImage, make_plan
 from .policy.loader import load_job_policies
-from .providers.tencent import compute, images
-from .providers.tencent._sdk import TencentSdk
+from .providers.tencent import TencentSdk, compute, images
 from .providers.tencent.errors import CapacityError, CloudError
 from .providers.tencent.storage import ObjectStore
 from .retry import retrying

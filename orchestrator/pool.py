@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .lifecycle.execute import owner
-from .providers.tencent import compute
-from .providers.tencent._sdk import TencentSdk
+from .providers.tencent import TencentSdk, compute
 from .providers.tencent.errors import CloudError
 from .state.store import PoolInstance, PoolStore
 

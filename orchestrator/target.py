@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from . import embedded
-from .providers.tencent._sdk import StaticCredential, TencentSdk
+from .providers.tencent import StaticCredential, TencentSdk
 from .providers.tencent.credentials import find_user_credential
 
 

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 
 from orchestrator.contract import AgentConfig, CredentialsDoc, TemporaryKeys
-from orchestrator.providers.tencent._sdk import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
+from orchestrator.providers.tencent import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
 from orchestrator.providers.tencent.storage import ObjectStore
 
 from .metadata import Metadata

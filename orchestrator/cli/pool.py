@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .. import pool as pools
 from ..home import state_db
-from ..providers.tencent._sdk import TencentSdk
+from ..providers.tencent import TencentSdk
 from ..state.store import PoolStore, Store
 from ..target import connect, resolve
 from . import render

@@ -34,8 +34,7 @@ from ..contract import (
 )
 from ..home import cvmjob_home
 from ..plan.models import Plan
-from ..providers.tencent import billing, compute, images, sts
-from ..providers.tencent._sdk import TencentSdk
+from ..providers.tencent import TencentSdk, billing, compute, images, sts
 from ..providers.tencent.errors import CapacityError, CloudError, QuotaError, StateConflictError, TransientError
 from ..providers.tencent.storage import ObjectStore
 from ..retry import retrying

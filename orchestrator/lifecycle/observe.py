@@ -13,8 +13,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from ..contract import JobLayout, Manifest, Result, Status
-from ..providers.tencent import compute, images
-from ..providers.tencent._sdk import TencentSdk
+from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.storage import ObjectStore
 from ..state.store import JobRecord, NodeRecord

@@ -18,7 +18,7 @@ import yaml
 from tencentcloud.cvm.v20170312 import cvm_client
 
 from orchestrator.contract import AgentConfig, CosAccess, JobLayout, Location, Manifest, Result, TemporaryKeys
-from orchestrator.providers.tencent._sdk import StaticCredential, TencentSdk
+from orchestrator.providers.tencent import StaticCredential, TencentSdk
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.sts import Grant, federation_token
 from orchestrator.spec.models import JobSpec

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import urllib3
 from qcloud_cos import CosConfig, CosS3Client
@@ -36,6 +33,7 @@ from tencentcloud.vpc.v20170312 import models as vpc_models
 from tencentcloud.vpc.v20170312 import vpc_client
 
 from . import errors
+from .keys import CredentialSource, RefreshingCredential
 
 T = TypeVar("T")
 
@@ -45,62 +43,6 @@ _PRODUCTS: dict[str, tuple[Any, ModuleType]] = {
     "sts": (sts_client.StsClient, sts_models),
     "billing": (billing_client.BillingClient, billing_models),
 }
-
-
-class CredentialSource(Protocol):
-    """What both SDKs accept: the API 3.0 SDK calls get_credential_info(); the COS SDK reads the properties."""
-
-    @property
-    def secret_id(self) -> str: ...
-    @property
-    def secret_key(self) -> str: ...
-    @property
-    def token(self) -> str | None: ...
-    def get_credential_info(self) -> tuple[str, str, str | None]: ...
-
-
-@dataclass(frozen=True)
-class StaticCredential:
-    secret_id: str
-    secret_key: str
-    token: str | None = None
-
-    def get_credential_info(self) -> tuple[str, str, str | None]:
-        return self.secret_id, self.secret_key, self.token
-
-
-class RefreshingCredential:
-    """Temporary credentials that fetch a successor shortly before they expire (STS tokens on an instance)."""
-
-    def __init__(self, fetch: Callable[[], tuple[StaticCredential, float]], margin_seconds: float = 300) -> None:
-        self._fetch = fetch
-        self._margin = margin_seconds
-        self._current, self._expires_at = fetch()
-
-    def _fresh(self) -> StaticCredential:
-        if time.time() > self._expires_at - self._margin:
-            self._current, self._expires_at = self._fetch()
-        return self._current
-
-    @property
-    def secret_id(self) -> str:
-        return self._fresh().secret_id
-
-    @property
-    def secret_key(self) -> str:
-        return self._fresh().secret_key
-
-    @property
-    def token(self) -> str | None:
-        return self._fresh().token
-
-    def get_credential_info(self) -> tuple[str, str, str | None]:
-        return self._fresh().get_credential_info()
-
-    def rejected(self) -> None:
-        """The cloud no longer takes the current keys (expired early, revoked): fetch a successor before the
-        next call instead of waiting for their stated expiry."""
-        self._expires_at = 0.0
 
 
 def cvm_role_credential() -> CredentialSource | None:

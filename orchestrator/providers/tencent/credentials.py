@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._sdk import CredentialSource, StaticCredential, cvm_role_credential
+from ._sdk import cvm_role_credential
+from .keys import CredentialSource, StaticCredential
 
 DMI_VENDOR = Path("/sys/class/dmi/id/sys_vendor")
 

@@ -14,7 +14,7 @@ import pytest
 from orchestrator.agent import cloud
 from orchestrator.agent.cloud import RoleKeys, StsKeys, bypass_proxy_for
 from orchestrator.contract import CredentialsDoc, TemporaryKeys
-from orchestrator.providers.tencent._sdk import RefreshingCredential
+from orchestrator.providers.tencent import RefreshingCredential
 
 
 def keys(n: int, expires_at: float) -> TemporaryKeys:

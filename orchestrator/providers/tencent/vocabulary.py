@@ -1,0 +1,110 @@
+"""Tencent Cloud's words that the rest of cvmjob needs: charge types, instance states, image states.
+
+They are written here once, as enums whose values are the wire strings; everything outside this package compares
+against the members, never against the strings (tests/unit/test_boundaries.py enforces it). A member equals its
+wire string, so records stored with the strings (node rows, plans) read back unchanged. What a state *means* to a
+job (gone, never ran, billed) is said here too, beside the state, instead of as tuples of strings at each use.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class _Wire(str, Enum):
+    """A wire value that prints as itself (a plain str mixin prints as ``Class.MEMBER`` in f-strings)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class ChargeType(_Wire):
+    ON_DEMAND = "POSTPAID_BY_HOUR"
+    SPOT = "SPOTPAID"
+    RESERVED = "PREPAID"  # monthly prepaid: cvmjob's reserved pools
+
+    @classmethod
+    def for_billing(cls, mode: str) -> ChargeType:
+        """The charge type of a spec's ``billing.mode`` (on-demand, spot, reserved)."""
+        return _BY_BILLING[mode]
+
+    @property
+    def billing(self) -> str:
+        """The spec's name for this charge type."""
+        return next(mode for mode, charge in _BY_BILLING.items() if charge is self)
+
+
+_BY_BILLING = {"on-demand": ChargeType.ON_DEMAND, "spot": ChargeType.SPOT, "reserved": ChargeType.RESERVED}
+
+
+class InstanceState(_Wire):
+    """DescribeInstances' InstanceState (tencent-cloud-api.md §1.3)."""
+
+    PENDING = "PENDING"
+    LAUNCH_FAILED = "LAUNCH_FAILED"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+    STARTING = "STARTING"
+    STOPPING = "STOPPING"
+    REBOOTING = "REBOOTING"
+    SHUTDOWN = "SHUTDOWN"  # isolated: a prepaid instance in the recycle bin
+    TERMINATING = "TERMINATING"
+    UNKNOWN = "UNKNOWN"  # a state this version does not know: treated as neither running nor gone
+
+    @classmethod
+    def _missing_(cls, value: object) -> InstanceState:
+        return cls.UNKNOWN
+
+    @property
+    def never_ran(self) -> bool:
+        """A failed launch: it bills nothing, yet the cloud lists it for minutes more."""
+        return self is InstanceState.LAUNCH_FAILED
+
+    @property
+    def leaving(self) -> bool:
+        """On its way out by itself: terminating it again is pointless."""
+        return self in (InstanceState.TERMINATING, InstanceState.LAUNCH_FAILED)
+
+    @property
+    def down(self) -> bool:
+        """Exists but runs nothing of the job any more (reclaimed, stopped, isolated, terminating)."""
+        return self in (InstanceState.TERMINATING, InstanceState.SHUTDOWN, InstanceState.STOPPED,
+                        InstanceState.STOPPING)
+
+    @property
+    def isolated(self) -> bool:
+        """In the prepaid recycle bin: no longer billed, not yet released."""
+        return self is InstanceState.SHUTDOWN
+
+    @property
+    def usable(self) -> bool:
+        """Alive, or on its way to or from alive: what a pool can still count as a member."""
+        return not (self.leaving or self.isolated)
+
+
+class ImageState(_Wire):
+    """DescribeImages' ImageState."""
+
+    CREATING = "CREATING"
+    NORMAL = "NORMAL"
+    CREATEFAILED = "CREATEFAILED"
+    USING = "USING"
+    SYNCING = "SYNCING"
+    IMPORTING = "IMPORTING"
+    IMPORTFAILED = "IMPORTFAILED"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def _missing_(cls, value: object) -> ImageState:
+        return cls.UNKNOWN
+
+    @property
+    def ready(self) -> bool:
+        return self is ImageState.NORMAL
+
+    @property
+    def failed(self) -> bool:
+        return self in (ImageState.CREATEFAILED, ImageState.IMPORTFAILED)
