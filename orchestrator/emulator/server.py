@@ -15,7 +15,6 @@ import dataclasses
 import logging
 import re
 import socket
-import struct
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -23,6 +22,7 @@ from aiohttp import web
 
 from .cloud import Cloud
 from .config import EmulatorConfig
+from .connection import reset_connection
 from .metadata import service as metadata
 from .runtime import admin
 
@@ -45,18 +45,6 @@ def request_hosts(request: web.Request) -> list[str]:
     if target.startswith(("http://", "https://")):
         hosts.append(urlsplit(target).netloc)
     return [h.rsplit(":", 1)[0] if h.count(":") == 1 else h for h in hosts if h]
-
-
-def abort_connection(request: web.Request) -> None:
-    """Reset the TCP connection (RST, not FIN): the client sees ECONNRESET, as after a dropped response."""
-    transport = request.transport
-    if transport is None:
-        return
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport.abort()
 
 
 async def front_door(request: web.Request) -> web.StreamResponse:
@@ -83,8 +71,7 @@ async def api3(request: web.Request, cloud: Cloud) -> web.StreamResponse:
     if result.delay:
         await asyncio.sleep(result.delay)
     if result.drop_response:
-        abort_connection(request)
-        raise asyncio.CancelledError  # nothing more to say on a connection we have just reset
+        reset_connection(request)
     # Exactly "application/json": with a charset the Python SDK silently ignores errors.
     return web.Response(body=result.body, status=200, headers={"Content-Type": "application/json"})
 

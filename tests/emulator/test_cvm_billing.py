@@ -16,7 +16,7 @@ from tests.emulator_process import EmulatorProcess, start_emulator
 
 BOOT_SECONDS = 10
 START = 10_000_000  # fen on a new account
-T4_HOURLY = 869  # fen per hour, GN7.2XLARGE32 pay-as-you-go (cvm/catalog.py)
+T4_HOURLY = 869  # fen per hour, GN7.2XLARGE32 pay-as-you-go (orchestrator/emulator/catalog.py)
 T4_SPOT_HOURLY = 174  # 20 % of it
 T4_MONTHLY = 375_408  # 869 x 720 h x 0.6
 

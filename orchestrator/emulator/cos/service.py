@@ -19,10 +19,11 @@ from aiohttp import web
 
 from ..clock import Clock
 from ..config import EmulatorConfig
+from ..connection import reset_connection
 from ..errors import CosError
 from ..iam import Iam
 from ..runtime.faults import Faults
-from . import access, buckets, multipart, objects, signing, transfer, wire
+from . import access, buckets, multipart, objects, signing, wire
 from .call import Call, Handler
 from .storage import Store
 
@@ -170,7 +171,7 @@ class Cos:
             _authorize(route, call)
             response = await route.handler(call)
             if fault is not None and fault.kind == "reset_body" and not route.streams:
-                transfer.reset_connection(request)  # the operation took effect; its answer is lost
+                reset_connection(request)  # the operation took effect; its answer is lost
             return response
         except CosError as err:
             return wire.error_response(err, request_id, resource_name, head=request.method == "HEAD")

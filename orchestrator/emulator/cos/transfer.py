@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO, NoReturn
+from typing import BinaryIO
 
 from aiohttp import web
 
+from ..connection import reset_connection
 from ..runtime.faults import CosFault
 from . import crc64
 from .storage import Body
@@ -56,14 +57,6 @@ class _Sink:
     def close(self) -> None:
         with self._lock:
             self.file.close()
-
-
-def reset_connection(request: web.Request) -> NoReturn:
-    """Reset the client's connection (RST) and end the handler: nothing more can be said on it."""
-    from ..server import abort_connection  # server imports cloud, which imports this package
-
-    abort_connection(request)
-    raise asyncio.CancelledError
 
 
 class _Pace:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..catalog import PUBLIC_IMAGES
 from ..errors import ApiError
 from ..ids import new_id
 from ..runtime.copytree import CopyJob
-from .catalog import PUBLIC_IMAGES
 from .records import Image, Instance, dump, load
 
 IMAGE_QUOTA = 500

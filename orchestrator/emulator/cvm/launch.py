@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api3.params import Params
+from ..catalog import INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME, InstanceType
 from ..errors import ApiError
 from ..vpc.models import Subnet, default_subnets, default_vpc
-from .catalog import INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME, InstanceType
 from .query import check_image_id
 from .records import POSTPAID, PREPAID, SPOTPAID
 from .tags import parse_tag_specification

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..billing.models import Billing
+from ..catalog import CHARGE_TYPES, INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME
 from ..clock import Clock
 from ..config import EmulatorConfig
 from ..errors import ApiError
@@ -36,7 +37,6 @@ from ..ids import new_id
 from ..runtime import spot
 from ..runtime.gpus import GpuPool, detect
 from ..runtime.host import Host
-from .catalog import CHARGE_TYPES, INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME
 from .images import Images
 from .launch import LaunchSpec
 from .records import (

@@ -11,9 +11,9 @@ from typing import Any
 
 from ..api3.dispatch import CallContext, Service
 from ..api3.params import Params
+from ..catalog import CHARGE_TYPES, INSTANCE_TYPES, INSTANCE_TYPES_BY_NAME, REGIONS, zones_of
 from ..errors import ApiError
 from . import query, views
-from .catalog import CHARGE_TYPES, INSTANCE_TYPES, INSTANCE_TYPES_BY_NAME, REGIONS, zones_of
 from .images import PUBLIC_BY_ID
 from .launch import check_client_token, parse_action_time, parse_launch, parse_user_data
 from .models import KEEP_CHARGING, STOP_CHARGING, Cvm

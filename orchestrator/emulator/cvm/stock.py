@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import CHARGE_TYPES, DEFAULT_STOCK, INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME
+from ..catalog import CHARGE_TYPES, DEFAULT_STOCK, INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME
 
 Key = tuple[str, str, str]  # zone, instance type, charge type
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import INSTANCE_TYPES_BY_NAME, PRICE_REMARK, InstanceType, Zone
+from ..catalog import INSTANCE_TYPES_BY_NAME, PRICE_REMARK, InstanceType, Zone
 from .images import PUBLIC_BY_ID
 from .records import PREPAID, STOPPED, ActionTimer, Image, Instance
 from .stock import status_category

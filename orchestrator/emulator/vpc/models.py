@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cvm.catalog import ZONES, zones_of
+from ..catalog import ZONES, zones_of
 from ..ids import stable_id
 
 

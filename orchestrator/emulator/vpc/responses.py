@@ -8,7 +8,7 @@ from typing import Any
 
 from ..api3.dispatch import CallContext, Service
 from ..api3.params import Params
-from ..cvm.catalog import REGIONS
+from ..catalog import REGIONS
 from ..errors import ApiError
 from .models import default_subnets, default_vpc
 

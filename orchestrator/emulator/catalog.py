@@ -1,4 +1,5 @@
-"""The emulated offering: regions, zones, instance types, prices and stock.
+"""The emulated offering: regions, zones, instance types, prices, default stock and public images. CVM and VPC
+both read it (VPC for the zones its default subnets are in); it imports nothing of theirs.
 
 Families and shapes follow Tencent's GPU instance documentation (shared/reference/tencent-cloud-api.md §8),
 including the trap that GN7.2XLARGE40 is half a T4 (a vGPU) while the full card is GN7.2XLARGE32.
