@@ -93,11 +93,12 @@ _AUTH_PREFIXES = (
     "AccessDenied",
     "SignatureDoesNotMatch",
     "InvalidAccessKeyId",
-    "ExpiredToken",
     "InvalidPermission",
 )
-# COS's answers to keys it no longer takes: a RefreshingCredential fetches new ones.
-_REJECTED_KEY_CODES = ("ExpiredToken", "InvalidAccessKeyId")
+_EXPIRED_PREFIXES = ("ExpiredToken",)  # COS: a temporary key's token past its expiry
+# COS's answer to a key it does not know (a temporary one it has forgotten, too); with an expired token, what
+# makes a RefreshingCredential fetch new keys.
+_UNKNOWN_KEY_CODE = "InvalidAccessKeyId"
 _STATE_PREFIXES = (
     "UnsupportedOperation.InstanceState",
     "InvalidImageId.IncorrectState",
@@ -109,6 +110,7 @@ def classify(code: str, message: str, request_id: str | None = None) -> errors.C
     kinds: tuple[tuple[tuple[str, ...], type[errors.CloudError]], ...] = (
         (_TRANSIENT_PREFIXES, errors.TransientError),
         (_CAPACITY_PREFIXES, errors.CapacityError),
+        (_EXPIRED_PREFIXES, errors.ExpiredCredentialError),
         (_AUTH_PREFIXES, errors.AuthError),
         (_STATE_PREFIXES, errors.StateConflictError),
         (_QUOTA_PREFIXES, errors.QuotaError),
@@ -169,10 +171,6 @@ class TencentSdk:
         self._cos: tuple[tuple[str, str, str | None], CosS3Client] | None = None
         self._cos_lock = threading.Lock()
 
-    @property
-    def is_emulator(self) -> bool:
-        return self.endpoint is not None
-
     def _client(self, service: str) -> Any:
         if service not in self._clients:
             client_cls, _ = _PRODUCTS[service]
@@ -230,7 +228,8 @@ class TencentSdk:
             return getattr(self.cos(), method)(**kwargs)
         except (CosServiceError, CosClientError) as exc:
             error = _translate_cos(exc)
-            if error.code in _REJECTED_KEY_CODES and isinstance(self.credential, RefreshingCredential):
+            rejected = isinstance(error, errors.ExpiredCredentialError) or error.code == _UNKNOWN_KEY_CODE
+            if rejected and isinstance(self.credential, RefreshingCredential):
                 self.credential.rejected()
             raise error from exc
 

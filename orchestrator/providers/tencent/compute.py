@@ -7,15 +7,15 @@ Lookups distinguish "the cloud answered: no such instance" (absent from the resu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from . import errors
 from ._sdk import TencentSdk
+from .paging import pages
+from .vocabulary import ChargeType, InstanceState
 
-PAGE = 100
 # Tencent accepts at most 100 instance ids per call (TerminateInstances, DescribeInstances).
 MAX_IDS = 100
 
@@ -23,7 +23,7 @@ MAX_IDS = 100
 @dataclass(frozen=True)
 class InstanceView:
     instance_id: str
-    state: str
+    state: InstanceState
     zone: str
     instance_type: str
     charge_type: str
@@ -33,13 +33,17 @@ class InstanceView:
     error_message: str | None = None  # LatestOperationErrorMsg, e.g. why LAUNCH_FAILED
     expires_at: datetime | None = None  # prepaid instances: the end of the paid period
 
+    def __post_init__(self) -> None:
+        # A view built by hand (a test, the fault model) may be given the wire string: the record holds a member.
+        object.__setattr__(self, "state", InstanceState(self.state))
+
     @classmethod
     def from_api(cls, item: dict[str, Any]) -> InstanceView:
         created = item.get("CreatedTime")
         expires = item.get("ExpiredTime")
         return cls(
             instance_id=item["InstanceId"],
-            state=item.get("InstanceState") or "UNKNOWN",
+            state=InstanceState(item.get("InstanceState")),
             zone=(item.get("Placement") or {}).get("Zone", ""),
             instance_type=item.get("InstanceType", ""),
             charge_type=item.get("InstanceChargeType", ""),
@@ -61,7 +65,7 @@ class Disk:
 class LaunchRequest:
     zone: str
     instance_type: str
-    charge_type: str  # POSTPAID_BY_HOUR | SPOTPAID | PREPAID
+    charge_type: ChargeType
     image_id: str
     client_token: str
     name: str
@@ -76,9 +80,13 @@ class LaunchRequest:
     cam_role: str | None = None
     count: int = 1
 
+    def __post_init__(self) -> None:
+        # A wire string given by a caller becomes its member here, so that a misspelt one fails before any call.
+        object.__setattr__(self, "charge_type", ChargeType(self.charge_type))
+
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = {
-            "InstanceChargeType": self.charge_type,
+            "InstanceChargeType": self.charge_type.value,
             "Placement": {"Zone": self.zone},
             "InstanceType": self.instance_type,
             "ImageId": self.image_id,
@@ -100,13 +108,13 @@ class LaunchRequest:
             p["SystemDisk"] = {"DiskType": self.system_disk.disk_type, "DiskSize": self.system_disk.size_gib}
         if self.data_disks:
             p["DataDisks"] = [{"DiskType": d.disk_type, "DiskSize": d.size_gib} for d in self.data_disks]
-        if self.charge_type == "SPOTPAID" and self.spot_max_price is not None:
+        if self.charge_type is ChargeType.SPOT and self.spot_max_price is not None:
             # Without InstanceMarketOptions a spot instance bids the current fixed discount price (reference §1.1).
             p["InstanceMarketOptions"] = {
                 "MarketType": "spot",
                 "SpotOptions": {"MaxPrice": f"{self.spot_max_price:.4f}", "SpotInstanceType": "one-time"},
             }
-        if self.charge_type == "PREPAID":
+        if self.charge_type is ChargeType.RESERVED:
             p["InstanceChargePrepaid"] = {
                 "Period": self.prepaid_months or 1,
                 "RenewFlag": "NOTIFY_AND_AUTO_RENEW" if self.prepaid_renew else "NOTIFY_AND_MANUAL_RENEW",
@@ -135,26 +143,19 @@ def dry_run(sdk: TencentSdk, request: LaunchRequest) -> None:
             raise
 
 
-def _pages(sdk: TencentSdk, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    offset = 0
-    while True:
-        result = sdk.call("cvm", "DescribeInstances", {**params, "Offset": offset, "Limit": PAGE})
-        items = result.get("InstanceSet") or []
-        yield from items
-        offset += len(items)
-        if not items or offset >= int(result.get("TotalCount") or 0):
-            return
+def _described(sdk: TencentSdk, params: dict[str, Any]) -> list[InstanceView]:
+    return [InstanceView.from_api(i) for i in pages(sdk, "cvm", "DescribeInstances", params, "InstanceSet")]
 
 
 def find_by_tags(sdk: TencentSdk, tags: dict[str, str]) -> list[InstanceView]:
     """Every instance carrying all these tags (Tencent filters by one `tag:<key>` per filter)."""
     filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
-    return [InstanceView.from_api(i) for i in _pages(sdk, {"Filters": filters})]
+    return _described(sdk, {"Filters": filters})
 
 
 def find_by_tag_key(sdk: TencentSdk, key: str) -> list[InstanceView]:
     """Every instance carrying the tag key ``key``, whatever its value."""
-    return [InstanceView.from_api(i) for i in _pages(sdk, {"Filters": [{"Name": "tag-key", "Values": [key]}]})]
+    return _described(sdk, {"Filters": [{"Name": "tag-key", "Values": [key]}]})
 
 
 def describe(sdk: TencentSdk, instance_ids: list[str]) -> dict[str, InstanceView]:
@@ -162,9 +163,7 @@ def describe(sdk: TencentSdk, instance_ids: list[str]) -> dict[str, InstanceView
     found: dict[str, InstanceView] = {}
     for start in range(0, len(instance_ids), MAX_IDS):
         chunk = instance_ids[start : start + MAX_IDS]
-        for item in _pages(sdk, {"InstanceIds": chunk}):
-            view = InstanceView.from_api(item)
-            found[view.instance_id] = view
+        found.update((view.instance_id, view) for view in _described(sdk, {"InstanceIds": chunk}))
     return found
 
 
@@ -214,10 +213,12 @@ class Offering:
     sold_out_reason: str | None = None
 
 
-def offerings(sdk: TencentSdk, zones: list[str], instance_types: list[str] | None, charge_type: str) -> list[Offering]:
+def offerings(
+    sdk: TencentSdk, zones: list[str], instance_types: list[str] | None, charge_type: ChargeType
+) -> list[Offering]:
     filters: list[dict[str, Any]] = [
         {"Name": "zone", "Values": zones},
-        {"Name": "instance-charge-type", "Values": [charge_type]},
+        {"Name": "instance-charge-type", "Values": [str(charge_type)]},
     ]
     if instance_types:
         filters.append({"Name": "instance-type", "Values": instance_types})
@@ -246,35 +247,8 @@ def offerings(sdk: TencentSdk, zones: list[str], instance_types: list[str] | Non
 
 
 @dataclass(frozen=True)
-class InstanceTypeInfo:
-    instance_type: str
-    family: str
-    cpu: int
-    memory_gib: int
-    gpu_count: float
-    gpu_type: str
-    gpu_memory_gib: float
-
-
-def instance_types(sdk: TencentSdk, zone: str) -> list[InstanceTypeInfo]:
-    result = sdk.call("cvm", "DescribeInstanceTypeConfigs", {"Filters": [{"Name": "zone", "Values": [zone]}]})
-    return [
-        InstanceTypeInfo(
-            instance_type=row["InstanceType"],
-            family=row.get("InstanceFamily", ""),
-            cpu=int(row.get("CPU") or 0),
-            memory_gib=int(row.get("Memory") or 0),
-            gpu_count=float(row.get("GpuCount") or row.get("GPU") or 0),
-            gpu_type=row.get("GpuType") or "",
-            gpu_memory_gib=float(row.get("GpuMemory") or 0),
-        )
-        for row in result.get("InstanceTypeConfigSet") or []
-    ]
-
-
-@dataclass(frozen=True)
 class Price:
-    charge_type: str
+    charge_type: ChargeType
     per_hour: float | None  # CNY/hour, postpaid and spot
     list_per_hour: float | None  # before discount
     upfront: float | None  # CNY, prepaid

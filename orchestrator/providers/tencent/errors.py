@@ -32,6 +32,11 @@ class AuthError(CloudError):
     """Bad, expired or insufficient credentials."""
 
 
+class ExpiredCredentialError(AuthError):
+    """Temporary keys past their expiry: their successor may already be there, so the call may succeed again
+    with the keys read afresh."""
+
+
 class NotFoundError(CloudError):
     """The cloud answered that the resource does not exist."""
 

@@ -1,4 +1,5 @@
-"""Custom images: create from an instance, wait, list by tag, delete (retention)."""
+"""Images: create a custom one from an instance, look up and list them (by id, tag, name; the public ones),
+delete (retention)."""
 
 from __future__ import annotations
 
@@ -7,25 +8,32 @@ from datetime import datetime
 from typing import Any
 
 from ._sdk import TencentSdk
+from .paging import pages
+from .vocabulary import ImageState
 
-PAGE = 100
+_PRIVATE = {"Name": "image-type", "Values": ["PRIVATE_IMAGE"]}
+_PUBLIC = {"Name": "image-type", "Values": ["PUBLIC_IMAGE"]}
 
 
 @dataclass(frozen=True)
 class ImageView:
     image_id: str
     name: str
-    state: str  # CREATING | NORMAL | CREATEFAILED | ...
+    state: ImageState
     image_type: str
     created_at: str
     tags: dict[str, str]
+
+    def __post_init__(self) -> None:
+        # A view built by hand (a test, the fault model) may be given the wire string: the record holds a member.
+        object.__setattr__(self, "state", ImageState(self.state))
 
     @classmethod
     def from_api(cls, item: dict[str, Any]) -> ImageView:
         return cls(
             image_id=item["ImageId"],
             name=item.get("ImageName", ""),
-            state=item.get("ImageState", "UNKNOWN"),
+            state=ImageState(item.get("ImageState")),
             image_type=item.get("ImageType", ""),
             created_at=item.get("CreatedTime") or "",
             tags={t["Key"]: t["Value"] for t in item.get("Tags") or []},
@@ -53,38 +61,33 @@ def create_image(sdk: TencentSdk, instance_id: str, name: str, tags: dict[str, s
     return str(result["ImageId"])
 
 
-def _pages(sdk: TencentSdk, params: dict[str, Any]) -> list[ImageView]:
-    out: list[ImageView] = []
-    offset = 0
-    while True:
-        result = sdk.call("cvm", "DescribeImages", {**params, "Offset": offset, "Limit": PAGE})
-        items = result.get("ImageSet") or []
-        out.extend(ImageView.from_api(i) for i in items)
-        offset += len(items)
-        if not items or offset >= int(result.get("TotalCount") or 0):
-            return out
+def _described(sdk: TencentSdk, params: dict[str, Any]) -> list[ImageView]:
+    return [ImageView.from_api(i) for i in pages(sdk, "cvm", "DescribeImages", params, "ImageSet")]
 
 
 def describe(sdk: TencentSdk, image_ids: list[str]) -> dict[str, ImageView]:
     if not image_ids:
         return {}
-    return {i.image_id: i for i in _pages(sdk, {"ImageIds": image_ids})}
+    return {i.image_id: i for i in _described(sdk, {"ImageIds": image_ids})}
 
 
 def find_by_tags(sdk: TencentSdk, tags: dict[str, str]) -> list[ImageView]:
     filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
-    filters.append({"Name": "image-type", "Values": ["PRIVATE_IMAGE"]})
-    return _pages(sdk, {"Filters": filters})
+    return _described(sdk, {"Filters": [*filters, _PRIVATE]})
 
 
 def find_by_tag_key(sdk: TencentSdk, key: str) -> list[ImageView]:
-    return _pages(
-        sdk, {"Filters": [{"Name": "tag-key", "Values": [key]}, {"Name": "image-type", "Values": ["PRIVATE_IMAGE"]}]}
-    )
+    return _described(sdk, {"Filters": [{"Name": "tag-key", "Values": [key]}, _PRIVATE]})
 
 
 def find_by_name(sdk: TencentSdk, name: str) -> list[ImageView]:
-    return [i for i in _pages(sdk, {"Filters": [{"Name": "image-name", "Values": [name]}]}) if i.name == name]
+    return [i for i in _described(sdk, {"Filters": [{"Name": "image-name", "Values": [name]}]}) if i.name == name]
+
+
+def public(sdk: TencentSdk) -> list[ImageView]:
+    """Every public image of the region (Tencent's own OS images: what a plan picks from when the spec names
+    none)."""
+    return _described(sdk, {"Filters": [_PUBLIC]})
 
 
 def delete(sdk: TencentSdk, image_ids: list[str]) -> None:
