@@ -1,4 +1,4 @@
-"""Describe* plumbing shared by CVM's list calls: ids XOR filters, filter validation, matching and paging.
+"""Request plumbing shared by CVM's action families: the region, ids, filter validation and matching, paging.
 
 Limits from the SDK docstrings: at most 10 filters of at most 5 values (DescribeZoneInstanceConfigInfos: 100),
 Offset from 0, Limit default 20, at most 100; several filters AND together, the values of one filter OR.
@@ -11,7 +11,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..api3.dispatch import CallContext
 from ..api3.params import Params
+from ..catalog import REGIONS
 from ..errors import ApiError
 
 T = TypeVar("T")
@@ -19,6 +21,13 @@ T = TypeVar("T")
 INSTANCE_ID = re.compile(r"^ins-[a-z0-9]{8}$")
 IMAGE_ID = re.compile(r"^img-[a-z0-9]{8}$")
 MAX_IDS = 100
+
+
+def region_of(ctx: CallContext) -> str:
+    """Instances, images and timers are regional: each call sees only those of its X-TC-Region."""
+    if ctx.region not in REGIONS:
+        raise ApiError("InvalidRegion.NotFound", f"The region `{ctx.region}` does not exist; use one of {REGIONS}.")
+    return ctx.region
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,13 @@ def check_image_id(value: str) -> str:
 
 def instance_ids(params: Params, name: str = "InstanceIds") -> list[str]:
     return [check_instance_id(value) for value in _ids(params, name)]
+
+
+def required_instance_ids(params: Params) -> list[str]:
+    ids = instance_ids(params)
+    if not ids:
+        raise ApiError("MissingParameter", "The request is missing a required parameter `InstanceIds`.")
+    return ids
 
 
 def image_ids(params: Params) -> list[str]:
