@@ -166,7 +166,7 @@ def drive_detached(job: JobRef) -> None:
 @app.command()
 def resume(
     job: JobRef,
-    detach: Annotated[bool, typer.Option("--detach", "-d")] = False,
+    detach: Annotated[bool, typer.Option("--detach", "-d", help="return at once; drive in the background")] = False,
     force: Annotated[bool, typer.Option(help="take over even if another controller's lease looks alive")] = False,
     output: Output = "text",
 ) -> None:
@@ -234,9 +234,9 @@ def list_jobs(
 @app.command()
 def logs(
     job: JobRef,
-    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines until the job ends")] = False,
     attempt: Annotated[Optional[int], typer.Option(help="default: the current attempt")] = None,  # noqa: UP045
-    node: Annotated[int, typer.Option()] = 0,
+    node: Annotated[int, typer.Option(help="which node's log, numbered from 0")] = 0,
 ) -> None:
     """Print the agent's and the training's log (shipped to COS in chunks)."""
     store = _store()
@@ -283,7 +283,7 @@ def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the 
 def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would be cleaned")] = False,
     grace: Annotated[str, typer.Option(help="ignore unknown resources younger than this")] = "10m",
-    region: Annotated[str, typer.Option()] = "ap-guangzhou",
+    region: Annotated[str, typer.Option(help="the region to clean")] = "ap-guangzhou",
     emulator: Emulator = False,
     output: Output = "text",
 ) -> None:

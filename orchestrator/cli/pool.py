@@ -19,7 +19,7 @@ from .options import Emulator, Output, check_output
 pool_app = typer.Typer(no_args_is_help=True, help="The reserved pool: prepaid instances shared by reserved jobs.")
 
 Name = Annotated[str, typer.Option("--name", help="the pool")]
-Region = Annotated[str, typer.Option()]
+Region = Annotated[str, typer.Option(help="the region of the pool's instances")]
 
 
 def _open(region: str, emulator: bool) -> tuple[PoolStore, TencentSdk]:
@@ -28,7 +28,10 @@ def _open(region: str, emulator: bool) -> tuple[PoolStore, TencentSdk]:
 
 @pool_app.command("ls")
 def list_pool(
-    name: Annotated[Optional[str], typer.Option("--name")] = None,  # noqa: UP045
+    name: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--name", help="only this pool (default: every pool)"),
+    ] = None,
     region: Region = "ap-guangzhou",
     emulator: Emulator = False,
     output: Output = "text",
@@ -60,7 +63,7 @@ def grow(
     instance_type: Annotated[str, typer.Option("--type", help="instance type, e.g. GN7.2XLARGE32")],
     zone: Annotated[str, typer.Option(help="e.g. ap-guangzhou-3")],
     name: Name = "default",
-    count: Annotated[int, typer.Option(min=1, max=100)] = 1,
+    count: Annotated[int, typer.Option(min=1, max=100, help="how many instances to buy")] = 1,
     months: Annotated[int, typer.Option(help="prepaid period: 1-12, 24, 36, 48 or 60 months")] = 1,
     auto_renew: Annotated[bool, typer.Option(help="renew automatically at the end of the period")] = False,
     image: Annotated[str, typer.Option(help="image the idle instances boot")] = "img-487zeit5",
@@ -80,7 +83,7 @@ def grow(
 @pool_app.command()
 def shrink(
     name: Name = "default",
-    count: Annotated[int, typer.Option(min=1)] = 1,
+    count: Annotated[int, typer.Option(min=1, help="how many idle instances to return")] = 1,
     region: Region = "ap-guangzhou",
     emulator: Emulator = False,
 ) -> None:

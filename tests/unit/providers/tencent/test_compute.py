@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.providers.tencent import compute
+from orchestrator.providers.tencent.compute import InstanceView, LaunchRequest
+from orchestrator.providers.tencent.vocabulary import ChargeType, InstanceState
+from tests.unit.providers.tencent.fakes import PagedList
+
+
+def request(charge: ChargeType | str, **extra: Any) -> LaunchRequest:
+    return LaunchRequest(zone="ap-guangzhou-3", instance_type="S5.MEDIUM4", charge_type=charge,  # type: ignore[arg-type]
+                         image_id="img-1", client_token="tok", name="n", tags={"k": "v"}, **extra)
+
+
+def item(instance_id: str, state: str | None = "RUNNING") -> dict[str, Any]:
+    found: dict[str, Any] = {"InstanceId": instance_id, "Tags": [{"Key": "cvmjob:job", "Value": "j"}]}
+    if state is not None:
+        found["InstanceState"] = state
+    return found
+
+
+def test_a_launch_sends_the_charge_types_wire_string() -> None:
+    for charge in ChargeType:
+        sent = request(charge).params()["InstanceChargeType"]
+        assert sent == charge.value and type(sent) is str
+
+
+def test_a_wire_string_given_becomes_its_member_and_a_misspelt_one_fails_at_once() -> None:
+    assert request("SPOTPAID").charge_type is ChargeType.SPOT
+    with pytest.raises(ValueError, match="SPOT_PAID"):
+        request("SPOT_PAID")
+
+
+def test_only_a_spot_launch_with_a_price_bids() -> None:
+    assert request(ChargeType.SPOT, spot_max_price=1.5).params()["InstanceMarketOptions"]["SpotOptions"] == {
+        "MaxPrice": "1.5000", "SpotInstanceType": "one-time"}
+    assert "InstanceMarketOptions" not in request(ChargeType.SPOT).params()
+    assert "InstanceMarketOptions" not in request(ChargeType.ON_DEMAND, spot_max_price=1.5).params()
+
+
+def test_only_a_reserved_launch_is_prepaid() -> None:
+    assert request(ChargeType.RESERVED, prepaid_months=3, prepaid_renew=True).params()["InstanceChargePrepaid"] == {
+        "Period": 3, "RenewFlag": "NOTIFY_AND_AUTO_RENEW"}
+    assert request(ChargeType.RESERVED).params()["InstanceChargePrepaid"]["Period"] == 1
+    for charge in (ChargeType.ON_DEMAND, ChargeType.SPOT):
+        assert "InstanceChargePrepaid" not in request(charge).params()
+
+
+@pytest.mark.parametrize(("wire", "state"), [
+    ("RUNNING", InstanceState.RUNNING), ("HIBERNATED", InstanceState.UNKNOWN), (None, InstanceState.UNKNOWN),
+])
+def test_an_instances_state_is_a_member(wire: str | None, state: InstanceState) -> None:
+    assert InstanceView.from_api(item("ins-1", wire)).state is state
+
+
+def test_a_view_built_with_the_wire_string_holds_the_member() -> None:
+    view = InstanceView("ins-1", "LAUNCH_FAILED", "z", "t", "SPOTPAID", None, None, {})  # type: ignore[arg-type]
+    assert view.state is InstanceState.LAUNCH_FAILED and view.state.never_ran
+
+
+def test_a_tag_lookup_reads_every_page() -> None:
+    fake = PagedList([item(f"ins-{i:08d}") for i in range(230)], "InstanceSet")
+    found = compute.find_by_tags(fake, {"cvmjob:job": "j", "cvmjob:attempt": "1"})  # type: ignore[arg-type]
+    assert [v.instance_id for v in found] == [f"ins-{i:08d}" for i in range(230)]
+    _, action, params = fake.calls[0]
+    assert action == "DescribeInstances"
+    assert params["Filters"] == [{"Name": "tag:cvmjob:job", "Values": ["j"]}, {"Name": "tag:cvmjob:attempt",
+                                                                              "Values": ["1"]}]
+    assert fake.offsets == [0, 100, 200]
+
+
+class ById:
+    """DescribeInstances by InstanceIds over a set of known instances."""
+
+    def __init__(self, known: set[str]) -> None:
+        self.known = known
+        self.asked: list[list[str]] = []
+
+    def call(self, service: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert (service, action) == ("cvm", "DescribeInstances")
+        ids = params["InstanceIds"]
+        assert len(ids) <= compute.MAX_IDS
+        self.asked.append(ids)
+        found = [item(i) for i in ids if i in self.known][params["Offset"] : params["Offset"] + params["Limit"]]
+        return {"InstanceSet": found, "TotalCount": len([i for i in ids if i in self.known])}
+
+
+def test_describe_asks_at_most_a_hundred_ids_at_a_time_and_leaves_out_the_unknown() -> None:
+    ids = [f"ins-{i:08d}" for i in range(250)]
+    fake = ById(set(ids[::2]))
+    found = compute.describe(fake, ids)  # type: ignore[arg-type]
+    assert set(found) == set(ids[::2])
+    assert all(found[i].instance_id == i for i in found)
+    assert [len(chunk) for chunk in fake.asked] == [100, 100, 50]
