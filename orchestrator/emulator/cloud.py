@@ -1,5 +1,8 @@
 """The emulated cloud: every service's state, the clock, faults, and persistence under --state-dir.
 
+A reset builds every state object anew from the config (``_open_account``); what outlives it is the emulator
+itself: the config, the clock, the host machine with its GPUs, the background work, the listening server.
+
 All model state is touched only from the server's event-loop thread (handlers, the tick loop and admin calls
 run there); background work (copying a system disk into an image, say) hands its result back to that thread.
 """
@@ -23,7 +26,10 @@ from .cos.service import Cos
 from .cvm import responses as cvm_api
 from .cvm.models import Cvm
 from .iam import Iam
+from .runtime.background import Background
 from .runtime.faults import Faults
+from .runtime.gpus import detect
+from .runtime.host import Host
 from .sts import responses as sts_api
 from .vpc import responses as vpc_api
 
@@ -37,11 +43,25 @@ class Cloud:
         self.state_dir = Path(config.state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.clock = Clock(config.clock)
-        self.iam = Iam(config.secret_id, config.secret_key, config.uin, config.appid)
-        self.faults = Faults(seed=config.seed)
-        self.billing = Billing(config.initial_balance_fen)
         self.created_at = time.time()
-        self.cvm = Cvm(config, self.clock, self.iam, self.billing, self.state_dir / "instances")
+        self.background = Background()
+        self.host = Host(
+            self.state_dir / "instances", config.endpoint, config.image_python, self.clock.now, detect(config.gpus),
+            self.background,
+        )
+        self._open_account(config.seed)
+        self._load()
+
+    def _open_account(self, seed: int) -> None:
+        """A new account's state: no instances, images, objects, temporary credentials, faults or charges."""
+        config = self.config
+        self.iam = Iam(config.secret_id, config.secret_key, config.uin, config.appid)
+        self.faults = Faults(seed=seed)
+        self.billing = Billing(config.initial_balance_fen)
+        self.cvm = Cvm(
+            config, self.clock, self.iam, self.billing, self.faults, self.host, self.state_dir / "images",
+            self.background,
+        )
         self.cos = Cos(self.state_dir / "cos", self.iam, config, self.clock, self.faults)
         self.services: dict[str, Service] = {
             s.name: s
@@ -54,7 +74,6 @@ class Cloud:
         }
         # Every API 3.0 call answered, newest last: tests prove what reached (or never reached) the cloud.
         self.calls: deque[dict[str, Any]] = deque(maxlen=10_000)
-        self._load()
 
     # -- API 3.0 ---------------------------------------------------------------------------------------
     def api_call(self, method: str, target: str, headers: Any, body: bytes) -> CallResult:
@@ -103,6 +122,7 @@ class Cloud:
             "iam": self.iam.to_state(),
             "billing": self.billing.to_state(),
             "cvm": self.cvm.to_state(),
+            "faults": self.faults.to_state(),
         }
         path = self.state_dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
@@ -120,18 +140,19 @@ class Cloud:
         self.iam.restore(state.get("iam", []))
         self.billing.restore(state.get("billing", {}))
         self.cvm.restore(state.get("cvm", {}))
+        self.faults.restore(state.get("faults", {}))
 
     def reset(self, seed: int | None = None) -> None:
-        """Back to a new account: no instances, images, objects, credentials, faults or charges."""
-        self.cvm.reset()
-        self.cos.reset()
-        self.faults.reset(seed)
-        self.iam.clear()
-        self.billing.reset()
-        self.calls.clear()
+        """Back to a new account, with the fault seed given or the one in use. The old account's instances die,
+        its images and objects are deleted."""
+        self.host.reset()
+        self.cvm.images.discard()
+        self.cos.discard()
+        self._open_account(self.faults.seed if seed is None else seed)
         self.save()
 
     def close(self) -> None:
         self.cvm.shutdown()
+        self.background.join()
         self.save()
         self.cos.close()

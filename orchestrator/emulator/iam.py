@@ -191,10 +191,6 @@ class Iam:
             for sid in [s for s, c in self._temporary.items() if c.expires_at + grace < now]:
                 del self._temporary[sid]
 
-    def clear(self) -> None:
-        with self._lock:
-            self._temporary.clear()
-
     def to_state(self) -> list[dict[str, Any]]:
         with self._lock:
             return [c.to_state() for c in self._temporary.values()]

@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from .admin import routes as admin
 from .cloud import Cloud
 from .config import EmulatorConfig
 from .connection import reset_connection
 from .metadata import service as metadata
-from .runtime import admin
 
 log = logging.getLogger("cvmjob.emulator")
 

@@ -70,6 +70,21 @@ def test_launch_failures_end_launch_failed(emulator: EmulatorProcess, cvm: Any) 
     assert state_of(cvm, failing) is None  # auto-removed, as the TF provider expects
 
 
+def test_clearing_faults_drops_pending_launch_failures(emulator: EmulatorProcess, cvm: Any) -> None:
+    """DELETE /_emulator/faults clears every kind of fault, launch failures and image faults included, and GET
+    describes them all."""
+    emulator.admin.add_launch_failures(count=2, zone=ZONE)
+    emulator.admin.add_image_faults("fail")
+    emulator.admin.inject("error", service="cvm", action="DescribeZones", count=None)
+    faults = emulator.admin.faults()
+    assert [(r["count"], r["zone"]) for r in faults["launch_failures"]] == [(2, ZONE)]
+    assert faults["image_faults"] == ["fail"] and len(faults["api"]) == 1
+    emulator.admin.clear_faults()
+    faults = emulator.admin.faults()
+    assert (faults["api"], faults["launch_failures"], faults["image_faults"]) == ([], [], [])
+    boot(emulator, cvm, run_one(cvm, **SPOT))  # RUNNING, not LAUNCH_FAILED
+
+
 def test_reclaim_with_notice(emulator: EmulatorProcess, cvm: Any) -> None:
     instance_id = run_one(cvm, UserData=user_data(SLEEPER), **SPOT)
     boot(emulator, cvm, instance_id)

@@ -82,10 +82,6 @@ class Billing:
                 for c in self.charges.values()
             ]
 
-    def reset(self) -> None:
-        with self._lock:
-            self.charges.clear()
-
     def to_state(self) -> dict[str, Any]:
         with self._lock:
             return {"initial_fen": self.initial_fen, "charges": [asdict(c) for c in self.charges.values()]}

@@ -125,9 +125,9 @@ class Cos:
         self._clock = clock
         self._faults = faults
 
-    def reset(self) -> None:
-        """A new account: no buckets, objects or uploads."""
-        self.store.reset()
+    def discard(self) -> None:
+        """A reset: every bucket, object and upload goes."""
+        self.store.discard()
 
     def close(self) -> None:
         self.store.close()

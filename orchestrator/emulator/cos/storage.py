@@ -171,12 +171,10 @@ class Store:
             if path.name not in referenced:
                 path.unlink()
 
-    def reset(self) -> None:
+    def discard(self) -> None:
+        """Close and delete everything: the next account opens a new store on the same root."""
         self._db.close()
         shutil.rmtree(self.root, ignore_errors=True)
-        self._readers.clear()
-        self._dropped.clear()
-        self._db = self._open()
 
     def close(self) -> None:
         self._db.close()

@@ -4,15 +4,12 @@ CreateImage is asynchronous (SDK docstring: poll DescribeImages): the image is C
 finished and ``image_seconds`` have passed on the cloud clock, then NORMAL; a failed copy ends CREATEFAILED.
 The quota is 500 custom images per region (latest CreateImage docstring, §2.6).
 
-Fault injection (admin ``image-faults``): the next captures "fail" (CREATEFAILED) or "hang" (CREATING until the
-faults are cleared).
+Injected capture faults (runtime/faults.py): a capture that "fails" ends CREATEFAILED at once, one that "hangs"
+stays CREATING while the faults hold it.
 """
 
 from __future__ import annotations
 
-import shutil
-import threading
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,9 @@ from typing import Any
 from ..catalog import PUBLIC_IMAGES
 from ..errors import ApiError
 from ..ids import new_id
+from ..runtime.background import Background
 from ..runtime.copytree import CopyJob
+from ..runtime.faults import Faults
 from .records import Image, Instance, dump, load
 
 IMAGE_QUOTA = 500
@@ -28,19 +27,19 @@ IMAGE_NAME_MAX = 60
 PUBLIC_BY_ID = {image["ImageId"]: image for image in PUBLIC_IMAGES}
 
 CREATING, NORMAL, CREATEFAILED = "CREATING", "NORMAL", "CREATEFAILED"
-IMAGE_FAULTS = ("fail", "hang")
-HUNG_SECONDS = 10 * 365 * 24 * 3600.0
 
 
 class Images:
-    def __init__(self, root: Path, now: Callable[[], float], image_seconds: float) -> None:
+    def __init__(
+        self, root: Path, now: Callable[[], float], image_seconds: float, faults: Faults, background: Background
+    ) -> None:
         self.root = root
         self.records: dict[str, Image] = {}
         self._now = now
         self._image_seconds = image_seconds
+        self._faults = faults
+        self._background = background
         self._jobs: dict[str, CopyJob] = {}
-        self._deletions: list[threading.Thread] = []
-        self._faults: list[str] = []  # one entry per capture still to fail or hang
         root.mkdir(parents=True, exist_ok=True)
 
     def tree(self, image_id: str) -> Path:
@@ -94,27 +93,11 @@ class Images:
             request_id=request_id,
         )
         self.records[image.image_id] = image
-        fault = self._faults.pop(0) if self._faults else None
-        if fault == "fail":
+        if self._faults.capture_fault(image.image_id) == "fail":
             image.copy_done_at, image.error = now, "Injected fault: the capture failed."
             return image
-        if fault == "hang":
-            image.ready_at = now + HUNG_SECONDS
         self._jobs[image.image_id] = CopyJob(system_dir, self.tree(image.image_id), self._now)
         return image
-
-    def add_faults(self, kind: str, count: int) -> int:
-        if kind not in IMAGE_FAULTS:
-            raise ValueError(f"image fault kind must be one of {IMAGE_FAULTS}, not {kind!r}")
-        self._faults += [kind] * count
-        return len(self._faults)
-
-    def clear_faults(self, now: float) -> None:
-        """No more injected failures; hung captures finish now."""
-        self._faults.clear()
-        for image in self.records.values():
-            if image.state == CREATING and image.ready_at > now + HUNG_SECONDS / 2:
-                image.ready_at = now
 
     def creating_from(self, instance_id: str) -> bool:
         return any(i.state == CREATING and i.source_instance_id == instance_id for i in self.records.values())
@@ -132,7 +115,7 @@ class Images:
             return
         for image_id in image_ids:
             del self.records[image_id]
-            self._delete_tree(self.tree(image_id))
+            self._background.delete(self.tree(image_id))
 
     def tick(self, now: float) -> list[Image]:
         """Images that left CREATING."""
@@ -146,7 +129,11 @@ class Images:
                 image.copy_done_at, image.error = job.finished_at, job.error or ""
             if image.error:
                 image.state = CREATEFAILED
-            elif image.copy_done_at is not None and now >= max(image.ready_at, image.copy_done_at):
+            elif (
+                image.copy_done_at is not None
+                and now >= max(image.ready_at, image.copy_done_at)
+                and not self._faults.holds(image.image_id)
+            ):
                 image.state = NORMAL
             else:
                 continue
@@ -157,20 +144,13 @@ class Images:
         for job in self._jobs.values():
             job.join()
         self.tick(self._now())
-        for thread in self._deletions:
-            thread.join()
 
-    def reset(self) -> None:
-        """Captures finish first (a copy still running would recreate its directory in the new root)."""
+    def discard(self) -> None:
+        """A reset: every image tree goes. Captures finish first (a copy still running would recreate its
+        directory in the next account's root)."""
         for job in self._jobs.values():
             job.join()
-        self.records.clear()
-        self._jobs.clear()
-        self._faults.clear()
-        trash = self.root.with_name(f".{self.root.name}-deleted-{uuid.uuid4().hex[:8]}")
-        self.root.rename(trash)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._spawn(lambda: shutil.rmtree(trash, ignore_errors=True))
+        self._background.delete(self.root)
 
     def to_state(self) -> list[dict[str, Any]]:
         return [dump(i) for i in self.records.values()]
@@ -186,15 +166,3 @@ class Images:
                     self._jobs[image.image_id] = CopyJob(source, self.tree(image.image_id), self._now)
                 else:
                     image.error = "the instance's system disk went away during the capture"
-
-    def _delete_tree(self, path: Path) -> None:
-        if path.exists():
-            trash = path.with_name(f".deleted-{path.name}-{uuid.uuid4().hex[:8]}")
-            path.rename(trash)
-            self._spawn(lambda: shutil.rmtree(trash, ignore_errors=True))
-
-    def _spawn(self, target: Callable[[], None]) -> None:
-        self._deletions = [t for t in self._deletions if t.is_alive()]
-        thread = threading.Thread(target=target, daemon=True)
-        self._deletions.append(thread)
-        thread.start()

@@ -1,9 +1,9 @@
-"""CVM state and behaviour: instances and their life cycle, stock, action timers, launch failures, spot reclaims.
+"""CVM state and behaviour: instances and their life cycle, stock, action timers, images, spot reclaims.
 
 Life cycle (shared/reference/tencent-cloud-api.md §2.2), every step a due time in the record that ``tick`` acts on
 at that time, so transitions survive restarts and jump with ``admin.advance()``; a transition takes effect at its
 due time, not at the tick that notices it, so billing is exact whatever the tick rate:
-  RunInstances -> PENDING -(boot_seconds, disk ready)-> RUNNING, or LAUNCH_FAILED (admin launch failures; shown
+  RunInstances -> PENDING -(boot_seconds, disk ready)-> RUNNING, or LAUNCH_FAILED (injected launch failures; shown
       for LAUNCH_FAILED_VISIBLE_SECONDS, then gone, like the TF provider observes)
   RUNNING -StopInstances-> STOPPING -(stop_seconds)-> STOPPED -StartInstances-> STARTING -(stop_seconds)-> RUNNING
   RUNNING -RebootInstances-> REBOOTING -(stop_seconds)-> RUNNING;  ResetInstance: REBOOTING -(boot_seconds)-> RUNNING
@@ -20,7 +20,6 @@ after which StartInstances opens the next charge (``Instance.billing_id``). Prep
 from __future__ import annotations
 
 import base64
-import hmac
 import ipaddress
 import uuid
 from collections.abc import Callable
@@ -28,14 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from ..billing.models import Billing
-from ..catalog import CHARGE_TYPES, INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME
+from ..catalog import INSTANCE_TYPES_BY_NAME
 from ..clock import Clock
 from ..config import EmulatorConfig
 from ..errors import ApiError
-from ..iam import Iam, TemporaryCredential, random_token
+from ..iam import Iam, random_token
 from ..ids import new_id
 from ..runtime import spot
-from ..runtime.gpus import GpuPool, detect
+from ..runtime.background import Background
+from ..runtime.faults import Faults
+from ..runtime.gpus import GpuPool
 from ..runtime.host import Host
 from .images import Images
 from .launch import LaunchSpec
@@ -56,18 +57,13 @@ from .records import (
     Gone,
     Image,
     Instance,
-    LaunchFailureRule,
     dump,
     load,
 )
 from .stock import Stock
-from .times import add_months, cst_text
+from .times import add_months
 
 LAUNCH_FAILED_VISIBLE_SECONDS = 300.0
-DEFAULT_LAUNCH_FAILURE = (
-    "ResourceInsufficient.SpecifiedInstanceType: the zone ran out of this instance type while creating it"
-)
-ROLE_REFRESH_SECONDS = 300.0  # re-issue role credentials with less than 5 minutes left
 KEEP_CHARGING, STOP_CHARGING = "KEEP_CHARGING", "STOP_CHARGING"
 OPERATING, SUCCESS, FAILED = "OPERATING", "SUCCESS", "FAILED"
 
@@ -97,17 +93,21 @@ def state_error(rec: Instance) -> ApiError:
 
 
 class Cvm:
-    def __init__(self, config: EmulatorConfig, clock: Clock, iam: Iam, billing: Billing, root: Path) -> None:
-        self.config, self.clock, self.iam, self.billing, self.root = config, clock, iam, billing, root
+    """One account's CVM: built anew by a reset, on the same ``host`` (emptied by the reset)."""
+
+    def __init__(
+        self, config: EmulatorConfig, clock: Clock, iam: Iam, billing: Billing, faults: Faults, host: Host,
+        images_root: Path, background: Background,
+    ) -> None:
+        self.config, self.clock, self.iam, self.billing, self.faults = config, clock, iam, billing, faults
+        self.host = host
         self.instances: dict[str, Instance] = {}
         self.gone: dict[str, Gone] = {}
         self.client_tokens: dict[str, list[str]] = {}
         self.timers: dict[str, ActionTimer] = {}
-        self.launch_failures: list[LaunchFailureRule] = []
         self.stock = Stock()
-        self.images = Images(root.parent / "images", clock.now, config.image_seconds)
-        self.host = Host(root, config.endpoint, config.image_python, clock.now, GpuPool(detect(config.gpus)))
-        self._dirty = False  # changed outside tick (admin calls, metadata credentials): the next tick saves
+        self.gpus = GpuPool(host.devices)
+        self.images = Images(images_root, clock.now, config.image_seconds, faults, background)
 
     # -- lookups -----------------------------------------------------------------------------------------
     def live(self, region: str) -> list[Instance]:
@@ -207,12 +207,6 @@ class Cvm:
         while instance_id in self.instances or instance_id in self.gone:
             instance_id = new_id("ins")
         octets = vpc_ip.split(".")
-        rule = next(
-            (r for r in self.launch_failures if r.matches(spec.zone, spec.itype.name, spec.charge_type)), None
-        )
-        if rule is not None:
-            rule.count -= 1
-            self.launch_failures = [r for r in self.launch_failures if r.count > 0]
         data_disks = [
             {**d, "DiskId": new_id("ldisk" if d["DiskType"].startswith("LOCAL") else "disk")}
             for d in spec.data_disks
@@ -249,8 +243,8 @@ class Cvm:
             expired_at=add_months(now, spec.prepaid_period) if spec.charge_type == PREPAID else None,
             due_at=now + self.config.boot_seconds,
             latest_operation_request_id=request_id,
-            launch_failure=(rule.message or DEFAULT_LAUNCH_FAILURE) if rule is not None else None,
-            gpus=self.host.gpus.assign(instance_id, spec.itype.gpu_count),
+            launch_failure=self.faults.launch_failure(spec.zone, spec.itype.name, spec.charge_type),
+            gpus=self.gpus.assign(instance_id, spec.itype.gpu_count),
         )
 
     # -- actions on instances ----------------------------------------------------------------------------
@@ -312,7 +306,7 @@ class Cvm:
             if not rec.holds_capacity:
                 self.stock.take(rec.zone, rec.instance_type, rec.charge_type)
                 rec.holds_capacity = True
-                rec.gpus = self.host.gpus.assign(rec.instance_id, INSTANCE_TYPES_BY_NAME[rec.instance_type].gpu_count)
+                rec.gpus = self.gpus.assign(rec.instance_id, INSTANCE_TYPES_BY_NAME[rec.instance_type].gpu_count)
                 rec.billing_segment += 1
                 self.billing.open(rec.billing_id, rec.charge_type, rec.price_fen_per_hour, now)
             self._operation(rec, "StartInstances", request_id)
@@ -405,7 +399,7 @@ class Cvm:
 
     # -- time --------------------------------------------------------------------------------------------
     def tick(self, now: float) -> bool:
-        changed, self._dirty = self._dirty, False
+        changed = False
         for image in self.images.tick(now):
             changed = True
             rec = self.instances.get(image.source_instance_id)
@@ -514,7 +508,7 @@ class Cvm:
         if rec.holds_capacity:
             self.stock.give_back(rec.zone, rec.instance_type, rec.charge_type)
             rec.holds_capacity = False
-        self.host.gpus.release(rec.instance_id)
+        self.gpus.release(rec.instance_id)
         rec.gpus = []
 
     def _operation(self, rec: Instance, action: str, request_id: str) -> None:
@@ -542,8 +536,10 @@ class Cvm:
                 changed = True
         return changed
 
-    # -- spot market and admin ---------------------------------------------------------------------------
-    def reclaim(self, instance_id: str, notice_seconds: float | None) -> dict[str, Any]:
+    # -- spot market -----------------------------------------------------------------------------------
+    def reclaim(self, instance_id: str, notice_seconds: float | None) -> Instance:
+        """The spot market takes a SPOTPAID instance back: a notice now and death ``notice_seconds`` later, or
+        (None) death at once."""
         rec = self.instances.get(instance_id)
         if rec is None:
             raise KeyError(f"no live instance {instance_id}")
@@ -557,88 +553,7 @@ class Cvm:
             self._begin_termination(rec, now)
         else:
             rec.notice_at, rec.reclaim_at = now, now + notice_seconds
-        self._dirty = True
-        return self._spot_view(rec)
-
-    def set_stock(self, zone: str, instance_type: str, charge_type: str, count: int) -> dict[str, Any]:
-        result = self.stock.set(zone, instance_type, charge_type, count)
-        self._dirty = True
-        return result
-
-    def add_launch_failures(self, spec: dict[str, Any]) -> dict[str, Any]:
-        rule = LaunchFailureRule(
-            count=int(spec.get("count", 1)),
-            message=str(spec.get("message") or ""),
-            zone=spec.get("zone"),
-            instance_type=spec.get("instance_type"),
-            charge_type=spec.get("charge_type"),
-        )
-        if rule.count < 1:
-            raise ValueError("count must be at least 1")
-        if rule.zone is not None and rule.zone not in ZONES_BY_NAME:
-            raise ValueError(f"unknown zone {rule.zone!r}")
-        if rule.instance_type is not None and rule.instance_type not in INSTANCE_TYPES_BY_NAME:
-            raise ValueError(f"unknown instance type {rule.instance_type!r}")
-        if rule.charge_type is not None and rule.charge_type not in CHARGE_TYPES:
-            raise ValueError(f"charge type must be one of {CHARGE_TYPES}")
-        self.launch_failures.append(rule)
-        self._dirty = True
-        return {"rules": [dump(r) for r in self.launch_failures]}
-
-    def admin_instances(self) -> list[dict[str, Any]]:
-        runtime = self.host.describe(
-            {**{g: 0 for g in self.gone}, **{i: rec.local_disks for i, rec in self.instances.items()}}
-        )
-        live = [
-            {
-                **self._spot_view(rec),
-                "state": rec.state,
-                "region": rec.region,
-                "zone": rec.zone,
-                "instance_type": rec.instance_type,
-                "charge_type": rec.charge_type,
-                "private_ip": rec.vpc_ip,
-                "tags": {t["Key"]: t["Value"] for t in rec.tags},
-                "gpus": rec.gpus,
-                "boots_pending": rec.boot_pending,
-                "first_running_at": rec.first_running_at,
-                # The instance's HTTP_PROXY: with it a test or tool reaches the metadata service as the instance.
-                "proxy": f"http://{rec.instance_id}:{rec.secret}@{self.config.endpoint}",
-                **runtime[rec.instance_id],
-            }
-            for rec in self.instances.values()
-        ]
-        gone = [
-            {"instance_id": g.instance_id, "state": "TERMINATED", "region": g.region, "gone_at": g.gone_at,
-             **runtime[g.instance_id]}
-            for g in self.gone.values()
-        ]
-        return live + gone
-
-    @staticmethod
-    def _spot_view(rec: Instance) -> dict[str, Any]:
-        return {
-            "instance_id": rec.instance_id,
-            "random_notice_at": rec.random_notice_at,
-            "notice_at": rec.notice_at,
-            "reclaim_at": rec.reclaim_at,
-            "termination_time": cst_text(rec.reclaim_at) if rec.notice_at is not None and rec.reclaim_at else None,
-        }
-
-    # -- metadata service --------------------------------------------------------------------------------
-    def instance_for_proxy(self, instance_id: str, secret: str) -> Instance | None:
-        rec = self.instances.get(instance_id)
-        if rec is None or not hmac.compare_digest(rec.secret.encode(), secret.encode()):
-            return None
         return rec
-
-    def role_credential(self, rec: Instance, now: float) -> TemporaryCredential:
-        cred = self.iam.temporary(rec.role_secret_id) if rec.role_secret_id else None
-        if cred is None or cred.expires_at - now < ROLE_REFRESH_SECONDS:
-            cred = self.iam.issue(self.config.role_credential_seconds, now, None, f"role:{rec.instance_id}")
-            rec.role_secret_id = cred.secret_id
-            self._dirty = True
-        return cred
 
     # -- persistence -------------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
@@ -647,7 +562,6 @@ class Cvm:
             "gone": [dump(g) for g in self.gone.values()],
             "client_tokens": self.client_tokens,
             "timers": [dump(t) for t in self.timers.values()],
-            "launch_failures": [dump(r) for r in self.launch_failures],
             "stock": self.stock.to_state(),
             "images": self.images.to_state(),
         }
@@ -660,7 +574,6 @@ class Cvm:
         self.stock.restore(state.get("stock", []))
         self.client_tokens = {k: list(v) for k, v in state.get("client_tokens", {}).items()}
         self.timers = {t.timer_id: t for t in (load(ActionTimer, d) for d in state.get("timers", []))}
-        self.launch_failures = [load(LaunchFailureRule, d) for d in state.get("launch_failures", [])]
         self.gone = {g.instance_id: g for g in (load(Gone, d) for d in state.get("gone", []))}
         for instance_id in self.gone:
             if self.host.sandbox(instance_id).path.exists():
@@ -671,7 +584,7 @@ class Cvm:
             if rec.pgid is not None:
                 self.host.power_off_stray(rec.instance_id, rec.pgid)
             if rec.gpus:
-                rec.gpus = self.host.gpus.restore(rec.instance_id, rec.gpus)
+                rec.gpus = self.gpus.restore(rec.instance_id, rec.gpus)
             if rec.state == RUNNING:
                 rec.boot_pending = True
             if rec.disk_ready_at is None:
@@ -684,17 +597,6 @@ class Cvm:
             rec.launch_failure, rec.disk_ready_at = exc.message, self.clock.now()
             return
         rec.disk_ready_at = self.host.provision(rec.instance_id, rec.local_disks, rec.os_name, rec.host_name, tree)
-
-    def reset(self) -> None:
-        self.host.reset()
-        self.images.reset()
-        self.host.gpus.reset()
-        self.instances.clear()
-        self.gone.clear()
-        self.client_tokens.clear()
-        self.timers.clear()
-        self.launch_failures.clear()
-        self.stock.reset()
 
     def shutdown(self) -> None:
         self.host.shutdown()

@@ -122,27 +122,10 @@ class ActionTimer:
     status: str = "UNDO"  # UNDO, DOING, DONE
 
 
-@dataclass
-class LaunchFailureRule:
-    count: int
-    message: str
-    zone: str | None = None
-    instance_type: str | None = None
-    charge_type: str | None = None
-
-    def matches(self, zone: str, instance_type: str, charge_type: str) -> bool:
-        return (
-            self.count > 0
-            and self.zone in (None, zone)
-            and self.instance_type in (None, instance_type)
-            and self.charge_type in (None, charge_type)
-        )
+Record = TypeVar("Record", Instance, Gone, Image, ActionTimer)
 
 
-Record = TypeVar("Record", Instance, Gone, Image, ActionTimer, LaunchFailureRule)
-
-
-def dump(record: Instance | Gone | Image | ActionTimer | LaunchFailureRule) -> dict[str, Any]:
+def dump(record: Instance | Gone | Image | ActionTimer) -> dict[str, Any]:
     return asdict(record)
 
 

@@ -57,9 +57,6 @@ class Stock:
         self._available[(zone, instance_type, charge_type)] = count
         return {"zone": zone, "instance_type": instance_type, "charge_type": charge_type, "available": count}
 
-    def reset(self) -> None:
-        self._available.clear()
-
     def to_state(self) -> list[list[Any]]:
         return [[*key, count] for key, count in self._available.items()]
 

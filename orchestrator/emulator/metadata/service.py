@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Union
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ..cloud import Cloud
 
 VERSIONS = ("1.0", "2017-09-19", "latest")
+ROLE_REFRESH_SECONDS = 300.0  # re-issue role credentials with less than 5 minutes left
 Node = Union[str, Callable[[], str], "Tree"]
 Tree = dict[str, Node]
 
@@ -72,7 +74,13 @@ def _meta_data(cloud: Cloud, rec: Instance) -> Tree:
 
 
 def _role_credential(cloud: Cloud, rec: Instance) -> str:
-    cred = cloud.cvm.role_credential(rec, cloud.clock.now())
+    """The STS credential of the instance's CAM role, the same one until it nears its end."""
+    now = cloud.clock.now()
+    cred = cloud.iam.temporary(rec.role_secret_id) if rec.role_secret_id else None
+    if cred is None or cred.expires_at - now < ROLE_REFRESH_SECONDS:
+        cred = cloud.iam.issue(cloud.config.role_credential_seconds, now, None, f"role:{rec.instance_id}")
+        rec.role_secret_id = cred.secret_id
+        cloud.save()
     return json.dumps({
         "TmpSecretId": cred.secret_id,
         "TmpSecretKey": cred.secret_key,
@@ -91,7 +99,10 @@ def _caller(request: web.Request, cloud: Cloud) -> Instance | None:
         instance_id, _, secret = base64.b64decode(encoded, validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError):
         return None
-    return cloud.cvm.instance_for_proxy(instance_id, secret)
+    rec = cloud.cvm.instances.get(instance_id)
+    if rec is None or not hmac.compare_digest(rec.secret.encode(), secret.encode()):
+        return None
+    return rec
 
 
 def _resolve(tree: Tree, parts: list[str]) -> Node | None:

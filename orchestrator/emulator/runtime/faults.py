@@ -1,9 +1,12 @@
-"""Deterministic fault injection (seeded) and per-action rate limits.
+"""Every injected fault, deterministic (seeded), and the per-action rate limits: one place, one ``clear``.
 
 API 3.0 rules match a service and action ("*" for any) and either fail the call with a code, add latency, or let
 the call commit and then drop the response (the client sees a reset: the ClientToken case). COS rules match an
 operation and key prefix and answer a 5xx, slow the body down, or reset the connection mid-body.
 A rule fires ``count`` times (None: forever) with ``probability`` (drawn from the seeded generator).
+Launch failures: the next ``count`` launches matching zone / instance type / charge type end LAUNCH_FAILED.
+Image faults: the next captures "fail" (CREATEFAILED) or "hang" (CREATING until the faults are cleared).
+Launch failures and hung captures are persisted with the cloud's state (they outlive a restart); the others are not.
 """
 
 from __future__ import annotations
@@ -14,10 +17,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..catalog import CHARGE_TYPES, INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME
 from ..errors import ApiError
 
 API_KINDS = ("error", "latency", "drop_response")
 COS_KINDS = ("error", "slow_body", "reset_body")
+IMAGE_KINDS = ("fail", "hang")
+DEFAULT_LAUNCH_FAILURE = (
+    "ResourceInsufficient.SpecifiedInstanceType: the zone ran out of this instance type while creating it"
+)
 
 # Defaults from shared/reference/tencent-cloud-api.md §4.3: 20/s per action, creation and termination 10/s,
 # reads 40/s. Real limits are per account and action; so are these.
@@ -69,6 +77,23 @@ class CosFault:
 
 
 @dataclass
+class LaunchFailure:
+    count: int = 1
+    message: str = ""
+    zone: str | None = None
+    instance_type: str | None = None
+    charge_type: str | None = None
+
+    def matches(self, zone: str, instance_type: str, charge_type: str) -> bool:
+        return (
+            self.count > 0
+            and self.zone in (None, zone)
+            and self.instance_type in (None, instance_type)
+            and self.charge_type in (None, charge_type)
+        )
+
+
+@dataclass
 class _Bucket:
     rate: float
     tokens: float
@@ -81,6 +106,9 @@ class Faults:
     rate_limits: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_RATE_LIMITS))
     api: list[ApiFault] = field(default_factory=list)
     cos: list[CosFault] = field(default_factory=list)
+    launch_failures: list[LaunchFailure] = field(default_factory=list)
+    image_faults: list[str] = field(default_factory=list)  # one kind per capture still to fail or hang
+    hung_images: set[str] = field(default_factory=set)  # captures held CREATING until ``clear``
     _rng: random.Random = field(init=False)
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
     _next_id: int = 1
@@ -89,15 +117,14 @@ class Faults:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
-    def reset(self, seed: int | None = None) -> None:
+    def clear(self) -> None:
+        """No more injected faults of any kind; hung captures finish. Rate limits stay."""
         with self._lock:
-            if seed is not None:
-                self.seed = seed
-            self._rng = random.Random(self.seed)
             self.api.clear()
             self.cos.clear()
-            self._buckets.clear()
-            self.rate_limits = dict(DEFAULT_RATE_LIMITS)
+            self.launch_failures.clear()
+            self.image_faults.clear()
+            self.hung_images.clear()
 
     def add_api(self, spec: dict[str, Any]) -> ApiFault:
         fault = ApiFault(**spec)
@@ -119,6 +146,56 @@ class Faults:
             self.cos.append(fault)
         return fault
 
+    def add_launch_failure(self, spec: dict[str, Any]) -> LaunchFailure:
+        rule = LaunchFailure(
+            count=int(spec.get("count", 1)),
+            message=str(spec.get("message") or ""),
+            zone=spec.get("zone"),
+            instance_type=spec.get("instance_type"),
+            charge_type=spec.get("charge_type"),
+        )
+        if rule.count < 1:
+            raise ValueError("count must be at least 1")
+        if rule.zone is not None and rule.zone not in ZONES_BY_NAME:
+            raise ValueError(f"unknown zone {rule.zone!r}")
+        if rule.instance_type is not None and rule.instance_type not in INSTANCE_TYPES_BY_NAME:
+            raise ValueError(f"unknown instance type {rule.instance_type!r}")
+        if rule.charge_type is not None and rule.charge_type not in CHARGE_TYPES:
+            raise ValueError(f"charge type must be one of {CHARGE_TYPES}")
+        with self._lock:
+            self.launch_failures.append(rule)
+        return rule
+
+    def launch_failure(self, zone: str, instance_type: str, charge_type: str) -> str | None:
+        """Why a launch of this shape fails, if a rule says it does (that rule then fires once less)."""
+        with self._lock:
+            rule = next((r for r in self.launch_failures if r.matches(zone, instance_type, charge_type)), None)
+            if rule is None:
+                return None
+            rule.count -= 1
+            self.launch_failures = [r for r in self.launch_failures if r.count > 0]
+            return rule.message or DEFAULT_LAUNCH_FAILURE
+
+    def add_image_faults(self, kind: str, count: int) -> int:
+        """Queue ``count`` capture faults; returns how many are pending."""
+        if kind not in IMAGE_KINDS:
+            raise ValueError(f"image fault kind must be one of {IMAGE_KINDS}, not {kind!r}")
+        with self._lock:
+            self.image_faults += [kind] * count
+            return len(self.image_faults)
+
+    def capture_fault(self, image_id: str) -> str | None:
+        """The fault of a capture starting now: "fail", "hang" (the image is held until ``clear``) or None."""
+        with self._lock:
+            kind = self.image_faults.pop(0) if self.image_faults else None
+            if kind == "hang":
+                self.hung_images.add(image_id)
+            return kind
+
+    def holds(self, image_id: str) -> bool:
+        with self._lock:
+            return image_id in self.hung_images
+
     def set_rate_limit(self, key: str, per_second: float | None) -> None:
         with self._lock:
             if per_second is None:
@@ -134,7 +211,22 @@ class Faults:
                 "rate_limits": dict(self.rate_limits),
                 "api": [asdict(f) for f in self.api],
                 "cos": [asdict(f) for f in self.cos],
+                "launch_failures": [asdict(r) for r in self.launch_failures],
+                "image_faults": list(self.image_faults),
+                "hung_images": sorted(self.hung_images),
             }
+
+    def to_state(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "launch_failures": [asdict(r) for r in self.launch_failures],
+                "hung_images": sorted(self.hung_images),
+            }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        with self._lock:
+            self.launch_failures = [LaunchFailure(**r) for r in state.get("launch_failures", [])]
+            self.hung_images = set(state.get("hung_images", []))
 
     def _fire(self, rule: ApiFault | CosFault) -> bool:
         if rule.count is not None and rule.count <= 0:

@@ -74,6 +74,3 @@ class GpuPool:
             return list(devices)
         self.assigned.pop(instance_id, None)
         return []
-
-    def reset(self) -> None:
-        self.assigned.clear()

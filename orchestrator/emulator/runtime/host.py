@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .background import Background, remove_tree, set_aside
 from .copytree import CopyJob
-from .gpus import GpuPool
+from .gpus import Gpu
 from .processes import ProcessGroup, become_subreaper, group_members, reap_groups
 from .sandbox import BootContext, Sandbox
 
@@ -30,17 +28,22 @@ REAP_INTERVAL_SECONDS = 1.0
 
 
 class Host:
-    def __init__(self, root: Path, endpoint: str, image_python: str, now: Callable[[], float], gpus: GpuPool) -> None:
+    """The machine: it outlives resets (a reset empties it), and so do its GPUs (``devices``)."""
+
+    def __init__(
+        self, root: Path, endpoint: str, image_python: str, now: Callable[[], float], devices: tuple[Gpu, ...],
+        background: Background,
+    ) -> None:
         self.root = root
         self.endpoint = endpoint
         self.image_python = image_python
-        self.gpus = gpus
+        self.devices = devices
         self._now = now
+        self._background = background
         self._groups: dict[str, ProcessGroup] = {}
         # Groups of released instances, kept while they die so that ``describe`` can tell when they are dead.
         self._released: dict[str, ProcessGroup] = {}
         self._copies: dict[str, CopyJob] = {}
-        self._cleanups: list[threading.Thread] = []
         self._last_reap = 0.0
         root.mkdir(parents=True, exist_ok=True)
         become_subreaper()
@@ -58,7 +61,7 @@ class Host:
         sandbox.create_local_disks()
         retired = sandbox.retire_system()
         if retired is not None:
-            self._in_background(self._delete_after, self._groups.get(instance_id), retired)
+            self._background.run(self._delete_after, self._groups.get(instance_id), retired)
         if image_tree is None:
             sandbox.create_system(os_name, host_name)
             return self._now()
@@ -94,7 +97,7 @@ class Host:
         group = self._groups.pop(instance_id, None)
         if group is not None:
             self._released[instance_id] = group
-        self._in_background(self._delete_after, group, self.root / instance_id, self._copies.pop(instance_id, None))
+        self._background.run(self._delete_after, group, self.root / instance_id, self._copies.pop(instance_id, None))
 
     def reap(self) -> None:
         now = time.monotonic()
@@ -138,7 +141,7 @@ class Host:
 
     # -- the whole host ----------------------------------------------------------------------------------
     def shutdown(self, grace: float = KILL_GRACE_SECONDS) -> None:
-        """Emulator exit: every instance powers off (they boot again on the next start), pending work ends."""
+        """Emulator exit: every instance powers off (they boot again on the next start), disk copies end."""
         groups = [*self._groups.values(), *self._released.values()]
         self._groups.clear()
         self._released.clear()
@@ -148,9 +151,6 @@ class Host:
             group.join()
         for job in self._copies.values():
             job.join()
-        for thread in self._cleanups:
-            thread.join()
-        self._cleanups.clear()
 
     def reset(self) -> None:
         """A new account: every instance dies at once and every sandbox goes. Disk copies finish first (a copy
@@ -161,22 +161,13 @@ class Host:
         self._groups.clear()
         self._released.clear()
         self._copies.clear()
-        trash = None
-        if self.root.exists():
-            trash = self.root.with_name(f".{self.root.name}-deleted-{uuid.uuid4().hex[:8]}")
-            self.root.rename(trash)
+        trash = set_aside(self.root) if self.root.exists() else None
         self.root.mkdir(parents=True, exist_ok=True)
         for group in groups:
             group.kill(0)
-        self._in_background(self._wipe, groups, trash)
+        self._background.run(self._wipe, groups, trash)
 
     # -- background work ---------------------------------------------------------------------------------
-    def _in_background(self, target: Callable[..., None], *args: Any) -> None:
-        self._cleanups = [t for t in self._cleanups if t.is_alive()]
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        self._cleanups.append(thread)
-        thread.start()
-
     @staticmethod
     def _delete_after(group: ProcessGroup | None, path: Path, copy: CopyJob | None = None) -> None:
         if group is not None:
@@ -184,11 +175,11 @@ class Host:
             group.join()
         if copy is not None:
             copy.join()
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
 
     @staticmethod
     def _wipe(groups: list[ProcessGroup], trash: Path | None) -> None:
         for group in groups:
             group.join()
         if trash is not None:
-            shutil.rmtree(trash, ignore_errors=True)
+            remove_tree(trash)

@@ -1,6 +1,7 @@
-"""The admin API, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
+"""The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
 stock, the call log and the ledger. Callers prove they own the account with ``Authorization: Bearer <SecretKey>``
-(instances only ever hold temporary keys, so a job cannot reclaim itself or rewind the clock)."""
+(instances only ever hold temporary keys, so a job cannot reclaim itself or rewind the clock). The state file is
+written after every call that is not a GET."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+from . import views
 
 if TYPE_CHECKING:
     from ..cloud import Cloud
@@ -46,9 +49,7 @@ def _faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
 
 
 def _clear_faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
-    cloud.faults.api.clear()
-    cloud.faults.cos.clear()
-    cloud.cvm.images.clear_faults(cloud.clock.now())
+    cloud.faults.clear()
     return {"ok": True}
 
 
@@ -75,26 +76,27 @@ def _calls(cloud: Cloud, body: Body, request: web.Request) -> Any:
 
 
 def _instances(cloud: Cloud, body: Body, request: web.Request) -> Any:
-    return cloud.cvm.admin_instances()
+    return views.instances(cloud.cvm, cloud.config.endpoint)
 
 
 def _reclaim(cloud: Cloud, body: Body, request: web.Request) -> Any:
     notice = body.get("notice_seconds", cloud.config.spot_notice_seconds)
-    return cloud.cvm.reclaim(str(body["instance_id"]), None if notice is None else float(notice))
+    return views.spot(cloud.cvm.reclaim(str(body["instance_id"]), None if notice is None else float(notice)))
 
 
 def _stock(cloud: Cloud, body: Body, request: web.Request) -> Any:
-    return cloud.cvm.set_stock(
+    return cloud.cvm.stock.set(
         str(body["zone"]), str(body["instance_type"]), str(body["charge_type"]), int(body["count"])
     )
 
 
 def _launch_failures(cloud: Cloud, body: Body, request: web.Request) -> Any:
-    return cloud.cvm.add_launch_failures(body)
+    cloud.faults.add_launch_failure(body)
+    return {"rules": cloud.faults.describe()["launch_failures"]}
 
 
 def _image_faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
-    return {"pending": cloud.cvm.images.add_faults(str(body["kind"]), int(body.get("count", 1)))}
+    return {"pending": cloud.faults.add_image_faults(str(body["kind"]), int(body.get("count", 1)))}
 
 
 def _billing(cloud: Cloud, body: Body, request: web.Request) -> Any:
@@ -144,4 +146,6 @@ async def handle(request: web.Request, cloud: Cloud) -> web.StreamResponse:
             result = await result
     except (KeyError, ValueError, TypeError) as exc:
         return _json({"error": f"bad admin request: {exc!r}"}, 400)
+    if request.method != "GET":
+        cloud.save()
     return _json(result)
