@@ -24,9 +24,8 @@ def test_members_equal_and_print_as_their_wire_strings(enum: type[ChargeType | I
 
 
 def test_charge_types_are_the_wire_strings() -> None:
-    assert ChargeType.ON_DEMAND == "POSTPAID_BY_HOUR"
-    assert ChargeType.SPOT == "SPOTPAID"
-    assert ChargeType.RESERVED == "PREPAID"
+    assert {c.name: c.value for c in ChargeType} == {
+        "ON_DEMAND": "POSTPAID_BY_HOUR", "SPOT": "SPOTPAID", "RESERVED": "PREPAID"}
 
 
 def test_a_charge_type_that_is_no_member_is_refused() -> None:
