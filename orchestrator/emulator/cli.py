@@ -1,4 +1,7 @@
-"""``python -m orchestrator.emulator serve`` and ``cvmjob emulator serve``: one parser for both."""
+"""``python -m orchestrator.emulator serve|seed`` and ``cvmjob emulator serve|seed``: one parser for both.
+
+``seed`` copies a local folder into a bucket of a running emulator (example data), through the admin API
+(admin/routes.py ``POST seed``); bad input is one ``error: ...`` line on stderr and exit status 2."""
 
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ import signal
 import sys
 from pathlib import Path
 
-from .config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY, EmulatorConfig
+from .client import AdminClient, AdminError
+from .config import DEFAULT_APPID, DEFAULT_REGION, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY, EmulatorConfig
 from .server import CannotListen, start
+
+COS_URL = "cos://"
 
 
 def _port(text: str) -> int:
@@ -45,6 +51,13 @@ def parser(prog: str = "python -m orchestrator.emulator") -> argparse.ArgumentPa
     s.add_argument("--clock", choices=("real", "manual"), default="real")
     s.add_argument("--gpus", choices=("auto", "none"), default="auto")
     s.add_argument("--ready-file", type=Path, help="write {endpoint, secret_id, ...} here once listening")
+    d = sub.add_parser("seed", help="copy a local folder into a bucket of a running emulator (example data)")
+    d.add_argument("--endpoint", required=True, help="HOST:PORT of the running emulator")
+    d.add_argument("--secret-key", default=DEFAULT_SECRET_KEY, help="the emulator's SecretKey (its admin key)")
+    d.add_argument("--region", default=DEFAULT_REGION, help="where the bucket is created if it is missing")
+    d.add_argument("--force", action="store_true", help="seed even if the prefix already holds objects")
+    d.add_argument("folder", type=Path, metavar="FOLDER", help="read by the emulator: on its machine")
+    d.add_argument("destination", metavar="cos://BUCKET/PREFIX/", help="BUCKET is name-APPID; PREFIX may be empty")
     return p
 
 
@@ -95,8 +108,33 @@ async def serve(config: EmulatorConfig, ready_file: Path | None = None) -> None:
         await runner.cleanup()
 
 
+def seed(args: argparse.Namespace) -> int:
+    bucket, _, prefix = args.destination.removeprefix(COS_URL).partition("/")
+    if not args.destination.startswith(COS_URL) or not bucket:
+        sys.stderr.write(f"error: {args.destination!r} is not cos://BUCKET/PREFIX/\n")
+        return 2
+    url = f"{COS_URL}{bucket}/{prefix}"
+    try:
+        done = AdminClient(args.endpoint, args.secret_key).seed(
+            bucket, prefix, args.folder.absolute(), only_if_empty=not args.force, region=args.region
+        )
+    except AdminError as exc:
+        sys.stderr.write(f"error: {exc.detail}\n")
+        return 2
+    except OSError as exc:  # urllib's URLError included: refused, unreachable, timed out
+        sys.stderr.write(f"error: cannot reach the emulator at {args.endpoint}: {getattr(exc, 'reason', exc)}\n")
+        return 2
+    if done["skipped"]:
+        print(f"{url} already holds objects: nothing seeded (--force to seed anyway)")
+    else:
+        print(f"seeded {done['files']} files ({done['bytes']} bytes) into {url}")
+    return 0
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     args = (parser(prog) if prog else parser()).parse_args(argv)
+    if args.command == "seed":
+        return seed(args)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         asyncio.run(serve(config_from(args), args.ready_file))

@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from .config import DEFAULT_SECRET_KEY
 
 
 class AdminError(RuntimeError):
-    pass
+    """An admin call the emulator refused: ``detail`` is its ``error`` message (the whole body if it has none)."""
+
+    def __init__(self, message: str, status: int, detail: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
 
 
 class AdminClient:
@@ -34,7 +40,8 @@ class AdminClient:
             with self._opener.open(req, timeout=self._timeout) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
-            raise AdminError(f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from exc
+            text = exc.read().decode(errors="replace")
+            raise AdminError(f"{method} {path}: {exc.code} {text}", exc.code, _error_of(text)) from exc
 
     def health(self) -> dict[str, Any]:
         return dict(self._call("GET", "health"))
@@ -103,3 +110,25 @@ class AdminClient:
 
     def expire_credentials(self) -> int:
         return int(self._call("POST", "credentials/expire")["expired"])
+
+    def seed(
+        self, bucket: str, prefix: str, folder: str | Path, only_if_empty: bool = True, region: str | None = None
+    ) -> dict[str, Any]:
+        """Copy every file under ``folder`` (absolute, on the emulator's machine) into ``bucket`` as
+        ``prefix + relative path``, creating the bucket (in ``region``, default ap-guangzhou) if missing; with
+        ``only_if_empty`` nothing is copied when the prefix holds an object already. Returns {bucket, prefix,
+        files, bytes, skipped}."""
+        body: dict[str, Any] = {
+            "bucket": bucket, "prefix": prefix, "folder": str(folder), "only_if_empty": only_if_empty,
+        }
+        if region is not None:
+            body["region"] = region
+        return dict(self._call("POST", "seed", body))
+
+
+def _error_of(text: str) -> str:
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return text
+    return str(answer["error"]) if isinstance(answer, dict) and "error" in answer else text

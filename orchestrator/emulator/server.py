@@ -24,12 +24,13 @@ from .admin import routes as admin
 from .cloud import Cloud
 from .config import EmulatorConfig
 from .connection import reset_connection
+from .cos.buckets import BUCKET_NAME
 from .metadata import service as metadata
 
 log = logging.getLogger("cvmjob.emulator")
 
 BUCKET_HOST = re.compile(
-    r"^(?P<bucket>[a-z0-9][a-z0-9-]*-\d+)\.cos(?:-internal)?\.(?P<region>[a-z0-9-]+)\.(?:myqcloud\.com|tencentcos\.cn)$"
+    rf"^(?P<bucket>{BUCKET_NAME.pattern})\.cos(?:-internal)?\.(?P<region>[a-z0-9-]+)\.(?:myqcloud\.com|tencentcos\.cn)$"
 )
 METADATA_HOST = "metadata.tencentyun.com"
 TICK_SECONDS = 0.05

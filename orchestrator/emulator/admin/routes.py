@@ -1,17 +1,20 @@
 """The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
-stock, the call log and the ledger. Callers prove they own the account with ``Authorization: Bearer <SecretKey>``
-(instances only ever hold temporary keys, so a job cannot reclaim itself or rewind the clock). The state file is
-written after every call that is not a GET."""
+stock, the call log, the ledger and seeding example data into COS. Callers prove they own the account with
+``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim itself or
+rewind the clock). The state file is written after every call that is not a GET."""
 
 from __future__ import annotations
 
 import hmac
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from ..config import DEFAULT_REGION
+from ..cos.seed import SeedError, seed
 from . import views
 
 if TYPE_CHECKING:
@@ -99,6 +102,26 @@ def _image_faults(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return {"pending": cloud.faults.add_image_faults(str(body["kind"]), int(body.get("count", 1)))}
 
 
+def _text(body: Body, name: str, default: str | None = None) -> str:
+    value = body.get(name, default)
+    if not isinstance(value, str):
+        raise SeedError(f"{name!r} must be a string")
+    return value
+
+
+async def _seed(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"bucket": "name-<appid>", "prefix": "p/", "folder": "/abs/path", "only_if_empty": true,
+    "region": "ap-guangzhou"}: see cos/seed.py."""
+    only_if_empty = body.get("only_if_empty", True)
+    if not isinstance(only_if_empty, bool):
+        raise SeedError("'only_if_empty' must be true or false")
+    return await seed(
+        cloud.cos.store, cloud.config.appid, cloud.clock.now,
+        bucket=_text(body, "bucket"), region=_text(body, "region", DEFAULT_REGION), prefix=_text(body, "prefix", ""),
+        folder=Path(_text(body, "folder")), only_if_empty=only_if_empty,
+    )
+
+
 def _billing(cloud: Cloud, body: Body, request: web.Request) -> Any:
     now = cloud.clock.now()
     return {"balance": cloud.billing.balance(now), "ledger": cloud.billing.ledger(now)}
@@ -124,6 +147,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("PUT", "stock"): _stock,
     ("POST", "launch-failures"): _launch_failures,
     ("POST", "image-faults"): _image_faults,
+    ("POST", "seed"): _seed,
     ("GET", "billing"): _billing,
     ("POST", "credentials/expire"): _expire_credentials,
 }
@@ -144,6 +168,8 @@ async def handle(request: web.Request, cloud: Cloud) -> web.StreamResponse:
         result: Any = route(cloud, body, request)
         if isinstance(result, Awaitable):
             result = await result
+    except SeedError as exc:
+        return _json({"error": str(exc)}, 400)
     except (KeyError, ValueError, TypeError) as exc:
         return _json({"error": f"bad admin request: {exc!r}"}, 400)
     if request.method != "GET":

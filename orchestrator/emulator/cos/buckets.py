@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from aiohttp import web
 
 from ..errors import CosError
@@ -10,16 +12,27 @@ from . import wire
 from .call import Call
 from .listing import paginate
 
-# BucketName-APPID is at most 60 characters (doc 436/13312, naming rules).
+# BucketName-APPID: lowercase letters, digits and hyphens, then the APPID; at most 60 characters (doc 436/13312,
+# naming rules). The server routes only hosts whose first label has this shape to COS.
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9-]*-\d+")
 MAX_BUCKET_NAME = 60
 MAX_KEYS = 1000
 
 
-async def put_bucket(call: Call) -> web.StreamResponse:
-    if call.bucket_name.rsplit("-", 1)[-1] != call.appid:
-        raise CosError(403, "AccessDenied", f"The APPID suffix of {call.bucket_name} is not this account's.")
-    if len(call.bucket_name) > MAX_BUCKET_NAME:
+def check_new_bucket(name: str, appid: str) -> None:
+    """What PUT Bucket checks of a name: its shape, this account's APPID suffix, its length."""
+    if BUCKET_NAME.fullmatch(name) is None:
+        raise CosError(
+            400, "InvalidBucketName", f"{name!r} is not BucketName-APPID (lowercase letters, digits, hyphens)."
+        )
+    if name.rsplit("-", 1)[-1] != appid:
+        raise CosError(403, "AccessDenied", f"The APPID suffix of {name} is not this account's.")
+    if len(name) > MAX_BUCKET_NAME:
         raise CosError(400, "InvalidBucketName", f"BucketName-APPID is at most {MAX_BUCKET_NAME} characters.")
+
+
+async def put_bucket(call: Call) -> web.StreamResponse:
+    check_new_bucket(call.bucket_name, call.appid)
     call.store.create_bucket(call.bucket_name, call.region, call.now)
     return call.empty()
 

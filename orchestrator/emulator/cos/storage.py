@@ -301,6 +301,11 @@ class Store:
         finally:
             cursor.close()
 
+    def holds_objects(self, bucket: str, prefix: str) -> bool:
+        clause, args = _range_clause(prefix)
+        row = self._db.execute(f"SELECT 1 FROM objects WHERE bucket = ?{clause} LIMIT 1", (bucket, *args)).fetchone()
+        return row is not None
+
     # -- multipart uploads -----------------------------------------------------------------------------
     def create_upload(self, bucket: str, key: str, headers: dict[str, str], now: float) -> Upload:
         # Millisecond time first: upload ids of one key sort by age, the order ListMultipartUploads promises.

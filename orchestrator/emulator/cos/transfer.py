@@ -58,6 +58,13 @@ class _Sink:
         with self._lock:
             self.file.close()
 
+    def abandon(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def body(self) -> Body:
+        return Body(self.path, self.size, f'"{self.md5.hexdigest()}"', self.crc)
+
 
 class _Pace:
     """Holds a stream to ``bytes_per_second`` (slow_body), or lets it run (None)."""
@@ -115,11 +122,24 @@ async def receive(request: web.Request, path: Path, fault: CosFault | None) -> B
         else:
             sink.absorb(buffer)
     except BaseException:
-        sink.close()
-        path.unlink(missing_ok=True)
+        sink.abandon()
         raise
     sink.close()
-    return Body(path, sink.size, f'"{sink.md5.hexdigest()}"', sink.crc)
+    return sink.body()
+
+
+def ingest(source: Path, path: Path) -> Body:
+    """Copy a local file to ``path`` with the digests a PUT of its bytes gets (blocking: call it in a thread)."""
+    sink = _Sink(path)
+    try:
+        with source.open("rb") as file:
+            while chunk := file.read(CHUNK):
+                sink.absorb(chunk)
+    except BaseException:
+        sink.abandon()
+        raise
+    sink.close()
+    return sink.body()
 
 
 async def send(
