@@ -6,7 +6,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import embedded
@@ -16,15 +16,17 @@ from .home import state_db
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
 from .lifecycle.settings import settings_to_json
-from .plan.models import BILLING_TO_CHARGE, Plan
-from .plan.planner import ON_DEMAND, Facts, PlanError, PublicImage, make_plan
+from .plan.models import Plan
+from .plan.planner import Facts, PlanError, PublicImage, make_plan
 from .policy.loader import load_job_policies
 from .providers.tencent import TencentSdk, compute, images
 from .providers.tencent.errors import CapacityError, CloudError
 from .providers.tencent.storage import ObjectStore
+from .providers.tencent.vocabulary import ChargeType
 from .retry import retrying
 from .spec import JobSpec, load_spec
 from .state.store import JobRecord, PoolStore, Store
+from .tags import TAG_JOB, TAG_NAME, TAG_OWNER
 from .target import Target, connect, reconnect, resolve
 
 PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
@@ -53,52 +55,56 @@ def state_bucket(spec: JobSpec, target: Target) -> str:
 
 def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
     zones = [z for z, available in compute.zones(sdk) if available and z.rpartition("-")[0] == spec.region]
-    charge = BILLING_TO_CHARGE[spec.billing.mode]
+    charge = ChargeType.for_billing(spec.billing.mode)
     offerings = compute.offerings(sdk, zones, None, charge) if zones else []
-    if charge in ("SPOTPAID", "PREPAID") and zones:
-        offerings += compute.offerings(sdk, zones, None, ON_DEMAND)
-    image = None
-    if spec.image is not None and spec.image.id is not None:
-        found = images.describe(sdk, [spec.image.id]).get(spec.image.id)
-        if found is None:
-            raise PlanError(
-                [f"image.id: {spec.image.id} does not exist in {spec.region}. check the id, or use image.name"]
-            )
-        image = PublicImage(found.image_id, found.name)
-    elif spec.image is not None and spec.image.name is not None:
-        named = images.find_by_name(sdk, spec.image.name)
-        if not named:
-            raise PlanError([f"image.name: no image named {spec.image.name!r} in {spec.region}"])
-        image = PublicImage(named[0].image_id, named[0].name)
-    public = sdk.call(
-        "cvm", "DescribeImages", {"Filters": [{"Name": "image-type", "Values": ["PUBLIC_IMAGE"]}], "Limit": 100}
-    )
-    public_images = [PublicImage(i["ImageId"], i.get("ImageName", "")) for i in public.get("ImageSet") or []]
+    if charge != ChargeType.ON_DEMAND and zones:
+        offerings += compute.offerings(sdk, zones, None, ChargeType.ON_DEMAND)
+    public_images = [PublicImage(i.image_id, i.name) for i in images.public(sdk)]
     return Facts(
         region=spec.region,
         zones=zones,
         offerings=offerings,
-        image=image,
+        image=_spec_image(spec, sdk),
         public_images=public_images,
         state_bucket=state_bucket(spec, target),
     )
 
 
-def _check_storage(spec: JobSpec, target: Target, sdk: TencentSdk, plan: Plan) -> list[str]:
+def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
+    """The image the spec names, looked up; None when it names none (the planner then picks a public one)."""
+    wanted = spec.image
+    if wanted is None:
+        return None
+    if wanted.id is not None:
+        found = images.describe(sdk, [wanted.id]).get(wanted.id)
+        if found is None:
+            raise PlanError([f"image.id: {wanted.id} does not exist in {spec.region}. check the id, or use image.name"])
+        return PublicImage(found.image_id, found.name)
+    if wanted.name is not None:
+        named = images.find_by_name(sdk, wanted.name)
+        if not named:
+            raise PlanError([f"image.name: no image named {wanted.name!r} in {spec.region}"])
+        return PublicImage(named[0].image_id, named[0].name)
+    assert wanted.from_job is not None  # ImageSpec holds exactly one of the three
+    made = [i for i in images.find_by_tags(sdk, {TAG_NAME: wanted.from_job}) if i.state.ready]
+    if not made:
+        raise PlanError([f"image.from_job: no ready image made by a job named {wanted.from_job!r} in {spec.region}. "
+                         "run that job with snapshot.enabled: true first, or use image.id"])
+    newest = max(made, key=lambda i: i.created() or datetime.min)
+    return PublicImage(newest.image_id, newest.name)
+
+
+def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:
     """Buckets and prefixes the job reads must exist; returns notes for what will be created."""
     problems: list[str] = []
     notes: list[str] = []
     for index, source in enumerate(spec.data):
         store = ObjectStore(sdk, source.source.bucket)
-        seeded = target.kind == "emulator" and source.emulator_seed is not None
         if not store.bucket_exists():
-            if seeded:
-                notes.append(f"data.{index}: {source.source} will be seeded from {source.emulator_seed}")
-                continue
             problems.append(
                 f"data.{index}.source: bucket {source.source.bucket} does not exist. create it or fix the bucket name"
             )
-        elif next(store.iter_objects(source.source.prefix), None) is None and not seeded:
+        elif next(store.iter_objects(source.source.prefix), None) is None:
             problems.append(f"data.{index}.source: {source.source} is empty. upload the data or fix the prefix")
     for name, uri in (
         ("checkpoints.upload_to", spec.checkpoints.upload_to),
@@ -130,7 +136,7 @@ def plan(
         spec.billing.mode == "reserved" and policies.pool.when_busy == "on-demand"
     )
     plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS), fallback)
-    notes = retrying(lambda: _check_storage(spec, target, sdk, plan_), attempts=PLAN_ATTEMPTS)
+    notes = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
     primary = plan_.primary
     probe = compute.LaunchRequest(
         zone=primary.zone,
@@ -140,10 +146,10 @@ def plan(
         client_token="cvmjob-plan-dry-run",
         name=f"cvmjob-{spec.name}",
         tags={},
-        spot_max_price=spec.billing.spot_max_price if primary.charge_type == "SPOTPAID" else None,
+        spot_max_price=spec.billing.spot_max_price if primary.charge_type == ChargeType.SPOT else None,
         system_disk=compute.Disk(spec.disks.system.type, spec.disks.system.size_gib),
     )
-    if primary.charge_type == "PREPAID":
+    if primary.charge_type == ChargeType.RESERVED:
         notes.append(_pool_note(spec, plan_, sdk))
         return PlanReport(spec, spec_path, target, plan_, notes)
     try:
@@ -164,7 +170,7 @@ def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
     """Reserved jobs buy nothing: say how many pool members fit (no DryRun of a purchase that will not happen)."""
     name = spec.billing.reserved_pool or "default"
     members = pools.sync(PoolStore(Store(state_db())), sdk, name, time.time())
-    fitting = {(p.zone, p.instance_type) for p in plan_.candidates if p.charge_type == "PREPAID"}
+    fitting = {(p.zone, p.instance_type) for p in plan_.candidates if p.charge_type == ChargeType.RESERVED}
     matching = [m for m in members if (m.zone, m.instance_type) in fitting]
     idle = [m for m in matching if m.job_id is None]
     return f"reserved pool {name}: {len(idle)} idle of {len(matching)} matching member(s)" + (
@@ -276,23 +282,23 @@ def find_orphans(store: Store, sdk: TencentSdk, now: float, grace: float, me: st
     jobs = {j.job_id: j for j in store.list_jobs()}
 
     def orphaned(tags: dict[str, str], created: float | None) -> bool:
-        job = jobs.get(tags.get("cvmjob:job", ""))
+        job = jobs.get(tags.get(TAG_JOB, ""))
         if job is not None:
             return job.state.is_terminal()
-        return tags.get("cvmjob:owner") == me and created is not None and now - created >= grace
+        return tags.get(TAG_OWNER) == me and created is not None and now - created >= grace
 
     instances = [
         i
-        for i in compute.find_by_tag_key(sdk, "cvmjob:job")
-        if i.state not in ("TERMINATING", "LAUNCH_FAILED")
+        for i in compute.find_by_tag_key(sdk, TAG_JOB)
+        if not i.state.leaving
         and orphaned(i.tags, i.created_at.timestamp() if i.created_at else None)
     ]
     products = {j.image_id for j in jobs.values() if j.state == JobState.SUCCEEDED and j.image_id}
     stray_images = []
-    for img in images.find_by_tag_key(sdk, "cvmjob:job"):
+    for img in images.find_by_tag_key(sdk, TAG_JOB):
         created = img.created()
         # A failed capture is garbage whoever made it (even a succeeded job's); a CREATING one cannot be deleted yet.
-        if (img.image_id in products and img.state == "NORMAL") or img.state not in ("NORMAL", "CREATEFAILED"):
+        if (img.image_id in products and img.state.ready) or not (img.state.ready or img.state.failed):
             continue
         if orphaned(img.tags, created.replace(tzinfo=timezone.utc).timestamp() if created else None):
             stray_images.append(img)

@@ -1,9 +1,7 @@
-"""The UserData script: fetch the agent and its config through presigned URLs, start the agent, and make it
-start again at every boot. It holds no secret: the URLs are signatures, not keys (the config they point at holds
-short-lived keys scoped to the job).
-
-On the local emulator an instance's "/" is ``$TENCENTCLOUD_EMULATOR_ROOT`` (a sandbox directory; an emulated
-instance cannot chroot); on Tencent Cloud that variable is unset and paths are the real ones.
+"""The UserData script: fetch the agent and its config through presigned URLs into a temporary folder, then hand
+over to the agent's installer (orchestrator/agent/install.py), which lays them out, makes cloud-init start the
+agent at every boot, and starts it. It holds no secret: the URLs are signatures, not keys (the config they point
+at holds short-lived keys scoped to the job). Where the instance's "/" is, the installer knows (agent/host.py).
 """
 
 from __future__ import annotations
@@ -16,10 +14,8 @@ MAX_USER_DATA = 16 * 1024  # RunInstances: UserData is base64, at most 16 KB
 _TEMPLATE = """#!/bin/bash
 # cvmjob bootstrap: job {job_id}, attempt {attempt}, node {node}
 set -euo pipefail
-ROOT="${{TENCENTCLOUD_EMULATOR_ROOT:-}}"
-DIR="$ROOT/opt/cvmjob/{job_id}/a{attempt}-n{node}"
-mkdir -p "$DIR/lib"
-cd "$DIR"
+STAGE="$(mktemp -d -t cvmjob-agent.XXXXXX)"
+cd "$STAGE"
 fetch() {{
   python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$1" "$2"
 }}
@@ -32,14 +28,8 @@ python3 -m zipfile -e agent.whl lib
 # The agent's own needs; the image provides Python 3.10+ and, for training, torch.
 python3 -c 'import pydantic, yaml, qcloud_cos, fastcrc, tencentcloud.cvm' 2>/dev/null \\
   || python3 -m pip install --quiet --target lib {requirements}
-AGENT='exec python3 -m orchestrator.agent --config %q --workdir %q >>%q 2>&1'
-printf "#!/bin/bash\\ncd %q && PYTHONPATH=%q $AGENT\\n" \\
-  "$DIR" "$DIR/lib" "$DIR/agent.json" "$DIR" "$DIR/agent.log" > run-agent.sh
-chmod +x run-agent.sh
-# cloud-init runs per-boot scripts at every later boot: a rebooted instance resumes its agent.
-mkdir -p "$ROOT/var/lib/cloud/scripts/per-boot"
-ln -sf "$DIR/run-agent.sh" "$ROOT/var/lib/cloud/scripts/per-boot/cvmjob-agent-{job_id}.sh"
-nohup "$DIR/run-agent.sh" >/dev/null 2>&1 &
+PYTHONPATH="$STAGE/lib" exec python3 -m orchestrator.agent.install --stage "$STAGE" \\
+  --job {job_id} --attempt {attempt} --node {node}
 """
 
 AGENT_REQUIREMENTS = (

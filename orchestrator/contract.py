@@ -193,6 +193,26 @@ class Outcome(str, Enum):
     AGENT_ERROR = "agent_error"
 
 
+class ImageContents(_Model):
+    """What a node left on its system disk for the snapshot, after removing what belonged to the job and not to
+    the image (agent/seal.py). Also written on the disk itself, as ``/opt/cvmjob/image.json``."""
+
+    job_id: str
+    job_name: str
+    attempt: int
+    setup: list[str] = Field(default_factory=list)  # the setup commands whose results the image keeps
+    data: list[str] = Field(default_factory=list)  # folders of synced data kept (snapshot.include_data), from "/"
+    removed: list[str] = Field(default_factory=list)  # what was removed, from "/"
+    problem: str = ""  # not empty: the node could not be cleaned, and must not be imaged
+
+    def describe(self) -> str:
+        if self.problem:
+            return f"the instance could not be cleaned for the image ({self.problem})"
+        setup = f"what setup installed ({len(self.setup)} command(s))" if self.setup else "the base image"
+        data = f"and the synced data ({', '.join('/' + d for d in self.data)})" if self.data else "and no job data"
+        return f"it holds {setup} {data}; the job's keys, agent and logs were removed"
+
+
 class Result(_Model):
     """``result.json``: written once, when the agent is done with this attempt on this node."""
 
@@ -207,6 +227,7 @@ class Result(_Model):
     final_step: int | None = None
     outputs_uploaded: int = 0
     time: float
+    image: ImageContents | None = None  # node 0 of a job to snapshot, when the training succeeded
 
 
 class Control(_Model):

@@ -13,18 +13,12 @@ import os
 import signal
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .emulator.client import AdminClient, AdminError
 from .emulator.launcher import launch
 from .home import cvmjob_home
-
-# Documented in the README: the emulator's default account (not a secret: it only opens the local emulator).
-EMULATOR_SECRET_ID = "AKIDcvmjobEmulator0000000000000000"
-EMULATOR_SECRET_KEY = "cvmjobEmulatorSecretKey000000000"
-EMULATOR_APPID = "1250000000"
-
 
 # Emulators this process started, kept to be reaped by stop() (one started by an earlier command is not our child).
 _children: dict[int, subprocess.Popen[bytes]] = {}
@@ -46,14 +40,9 @@ def _dir() -> Path:
 
 
 def _alive(endpoint: str) -> bool:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    request = urllib.request.Request(
-        f"http://{endpoint}/_emulator/health", headers={"Authorization": f"Bearer {EMULATOR_SECRET_KEY}"}
-    )
     try:
-        with opener.open(request, timeout=2) as resp:
-            return bool(json.loads(resp.read()).get("ok"))
-    except OSError:
+        return bool(AdminClient(endpoint, timeout=2).health().get("ok"))
+    except (AdminError, OSError, ValueError):  # refused, timed out, or not an emulator answering
         return False
 
 

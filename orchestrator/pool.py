@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from .lifecycle.execute import owner
-from .providers.tencent import TencentSdk, compute
+from .plan.planner import PublicImage, default_image
+from .providers.tencent import TencentSdk, compute, images
 from .providers.tencent.errors import CloudError
+from .providers.tencent.vocabulary import ChargeType, InstanceState
 from .state.store import PoolInstance, PoolStore
-
-TAG_POOL = "cvmjob:pool"
+from .tags import TAG_OWNER, TAG_POOL, owner
 
 
 class PoolError(RuntimeError):
@@ -33,7 +33,7 @@ class Member:
     instance_id: str
     zone: str
     instance_type: str
-    state: str  # the cloud's InstanceState
+    state: InstanceState
     job_id: str | None
     expires_at: datetime | None
 
@@ -43,7 +43,7 @@ def sync(pools: PoolStore, sdk: TencentSdk, pool: str | None, now: float) -> lis
     released ones (only when the lookup succeeded: a failed lookup never removes anything)."""
     tagged = [i for i in compute.find_by_tag_key(sdk, TAG_POOL) if pool is None or i.tags.get(TAG_POOL) == pool]
     known = {m.instance_id: m for m in pools.members(pool)}
-    live = {i.instance_id: i for i in tagged if i.state not in ("TERMINATING", "SHUTDOWN", "LAUNCH_FAILED")}
+    live = {i.instance_id: i for i in tagged if i.state.usable}
     for instance in live.values():
         if instance.instance_id not in known:
             pools.add(
@@ -66,22 +66,23 @@ def grow(
     pool: str,
     zone: str,
     instance_type: str,
-    image_id: str,
+    image_id: str | None,
     count: int,
     months: int,
     auto_renew: bool,
     now: Callable[[], float] = time.time,
     wait_seconds: float = 900,
 ) -> list[str]:
-    """Buy ``count`` prepaid instances into the pool and wait until they run."""
+    """Buy ``count`` prepaid instances into the pool and wait until they run. ``image_id`` None: the image the
+    planner would give a job on this type."""
     request = compute.LaunchRequest(
         zone=zone,
         instance_type=instance_type,
-        charge_type="PREPAID",
-        image_id=image_id,
+        charge_type=ChargeType.RESERVED,
+        image_id=image_id or _default_image(sdk, zone, instance_type),
         client_token=f"cvmjob-pool-{uuid.uuid4().hex[:32]}",
         name=f"cvmjob-pool-{pool}",
-        tags={TAG_POOL: pool, "cvmjob:owner": owner()},
+        tags={TAG_POOL: pool, TAG_OWNER: owner()},
         prepaid_months=months,
         prepaid_renew=auto_renew,
         count=count,
@@ -92,19 +93,29 @@ def grow(
     deadline = now() + wait_seconds
     while True:
         states = {i.instance_id: i.state for i in compute.describe(sdk, ids).values()}
-        failed = [i for i, s in states.items() if s == "LAUNCH_FAILED"]
+        failed = [i for i, s in states.items() if s.never_ran]
         if failed:
             raise PoolError(f"{', '.join(failed)} failed to launch; the others joined the pool")
-        if all(states.get(i) == "RUNNING" for i in ids):
+        if all(states.get(i) == InstanceState.RUNNING for i in ids):
             return ids
         if now() > deadline:
             raise PoolError(f"the new instances are not RUNNING after {wait_seconds:.0f} s: {states}")
         time.sleep(1)
 
 
+def _default_image(sdk: TencentSdk, zone: str, instance_type: str) -> str:
+    offers = compute.offerings(sdk, [zone], [instance_type], ChargeType.RESERVED)
+    if not offers:
+        raise PoolError(f"{instance_type} is not sold prepaid in {zone}: check --type and --zone")
+    image = default_image([PublicImage(i.image_id, i.name) for i in images.public(sdk)], offers[0].gpu_count)
+    if image is None:
+        raise PoolError(f"no public image in {sdk.region} to boot the pool with: pass --image")
+    return image.image_id
+
+
 def shrink(pools: PoolStore, sdk: TencentSdk, pool: str, count: int, now: float) -> list[str]:
     """Return ``count`` idle members (busy ones are never touched)."""
-    idle = [m for m in sync(pools, sdk, pool, now) if m.job_id is None and m.state == "RUNNING"]
+    idle = [m for m in sync(pools, sdk, pool, now) if m.job_id is None and m.state == InstanceState.RUNNING]
     if len(idle) < count:
         raise PoolError(f"pool {pool} has {len(idle)} idle instance(s); a busy one is never returned")
     chosen = [m.instance_id for m in idle[:count]]

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from . import embedded
+from .emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY
 from .providers.tencent import StaticCredential, TencentSdk
 from .providers.tencent.credentials import find_user_credential
 
@@ -53,7 +54,7 @@ def resolve(region: str, force_emulator: bool = False) -> Target:
         return Target(
             "emulator",
             region,
-            os.environ.get("TENCENTCLOUD_APPID", embedded.EMULATOR_APPID),
+            os.environ.get("TENCENTCLOUD_APPID", DEFAULT_APPID),
             endpoint,
             credential_source=found.source if found else "the emulator's default keys",
         )
@@ -74,7 +75,7 @@ def _embedded(region: str) -> Target:
     return Target(
         "emulator",
         region,
-        embedded.EMULATOR_APPID,
+        DEFAULT_APPID,
         emulator.endpoint,
         embedded=True,
         credential_source="the emulator's default keys",
@@ -101,6 +102,6 @@ def connect(target: Target) -> TencentSdk:
     credential = (
         found.credential
         if found is not None and not target.embedded
-        else StaticCredential(embedded.EMULATOR_SECRET_ID, embedded.EMULATOR_SECRET_KEY)
+        else StaticCredential(DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY)
     )
     return TencentSdk(credential, target.region, target.endpoint, target.appid)

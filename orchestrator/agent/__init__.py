@@ -6,8 +6,8 @@ Invocation (by the UserData bootstrap, orchestrator/bootstrap.py; cwd = <dir>, o
     PYTHONPATH=<dir>/lib python3 -m orchestrator.agent --config <dir>/agent.json --workdir <dir>
 
 Environment it reads: ``HTTP_PROXY`` (honoured for the metadata service and presigned URLs),
-``TENCENTCLOUD_EMULATOR_ROOT`` (the instance's "/" on the emulator), ``TENCENTCLOUD_EMULATOR_LOCAL_DISKS``,
-``TENCENTCLOUD_EMULATOR_GPUS`` and ``CUDA_VISIBLE_DEVICES``. Modules, one job each:
+what the host says of itself (host.py: its "/", local disks, GPUs and network, on the emulator) and
+``CUDA_VISIBLE_DEVICES``. Modules, one job each:
 
 attempt      the phases of one attempt on one node, the threads, the result
 cloud        credentials (sts / CVM role) and ObjectStores       metadata    the instance metadata service

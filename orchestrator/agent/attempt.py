@@ -7,7 +7,9 @@ spot notice ends it between phases, or gracefully during training. Meanwhile fou
 the log shipper, the control watcher and the spot watcher.
 
 The end is always the same, in this order: final status, the last log chunk, result.json. A restarted agent
-that finds result.json (here or in COS) only finishes its upload and exits.
+that finds result.json (here or in COS) only finishes its upload and exits. On node 0 of a job that snapshots
+its instance, a successful attempt cleans the disk for the image (seal.py) before result.json, which then says
+what the image holds: the controller creates the image only after reading it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from .processes import Launched, kill_recorded
 from .restore import restore_latest
 from .result import log_tail, publish, upload_saved
 from .retry import retrying
+from .seal import seal_for_image
 from .spot import SpotWatcher
 from .status import StatusBoard
 from .stop import StopSignal
@@ -75,6 +78,7 @@ class Attempt:
         self.stores = stores
         self.metadata = metadata
         self.instance_id = instance_id
+        self.spec = JobSpec.model_validate(cfg.spec)
         self.layout = JobLayout(cfg.job_id, cfg.state.prefix)
         self.state = stores.bucket(cfg.state.bucket)
         self.board = StatusBoard(cfg.attempt, cfg.node_rank, instance_id)
@@ -133,7 +137,13 @@ class Attempt:
         for _ in range(3):
             if final_logs.run_once():
                 break
-        publish(result, self.paths.result, self.state, result_key)
+        if result.outcome == Outcome.SUCCEEDED and self.cfg.node_rank == 0 and self.spec.snapshot.enabled:
+            # No local copy from here on: it would be in the image. An agent that dies before the upload leaves
+            # a silent node, which the controller treats as lost and retries from the last checkpoint.
+            result = result.model_copy(update={"image": seal_for_image(self.cfg, self.spec)})
+            publish(result, None, self.state, result_key)
+        else:
+            publish(result, self.paths.result, self.state, result_key)
         return 0
 
     def _phases_or_end(self) -> TrainingEnd:
@@ -154,7 +164,7 @@ class Attempt:
 
     # -- the phases ----------------------------------------------------------------------------------------
     def _phases(self) -> TrainingEnd:
-        spec = JobSpec.model_validate(self.cfg.spec)
+        spec = self.spec
         if self.paths.training_pid.exists():
             if kill_recorded(self.paths.training_pid.read_text()):
                 log.warning("stopped the training a previous run of this agent left running")

@@ -1,8 +1,8 @@
 """The node's GPUs: how many (for nproc_per_node=auto and preflight), the driver's CUDA version, and live
 utilisation for the heartbeat.
 
-On the emulator ``TENCENTCLOUD_EMULATOR_GPUS`` says "cpu-only" or lists the host GPUs the instance got (also in
-CUDA_VISIBLE_DEVICES). On Tencent Cloud ``nvidia-smi`` is the source; an instance without it has no GPUs, but
+A host that lists the instance's GPUs (the emulator, host.py; also in CUDA_VISIBLE_DEVICES) is believed. On
+Tencent Cloud ``nvidia-smi`` is the source; an instance without it has no GPUs, but
 one where it exists and fails has a broken driver, which is an error rather than "CPU-only".
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.contract import GpuStat
 
-CPU_ONLY = "cpu-only"
+from . import host
 
 
 class GpuProbeError(Exception):
@@ -37,18 +37,10 @@ def _nvidia_smi(*args: str) -> str | None:
     return done.stdout
 
 
-def _emulated_gpus() -> list[str] | None:
-    """The emulator's GPU list for this instance; None off the emulator."""
-    value = os.environ.get("TENCENTCLOUD_EMULATOR_GPUS")
-    if value is None:
-        return None
-    return [] if value.strip() == CPU_ONLY else [g for g in value.split(",") if g.strip()]
-
-
 def visible_gpu_count() -> int:
-    emulated = _emulated_gpus()
-    if emulated is not None:
-        return len(emulated)
+    listed = host.current().gpus
+    if listed is not None:
+        return len(listed)
     listing = _nvidia_smi("-L")
     if listing is None:
         return 0
@@ -73,7 +65,7 @@ def driver_cuda_version() -> tuple[int, int] | None:
 
 def gpu_stats() -> list[GpuStat]:
     """Utilisation and memory of the visible GPUs; [] when there are none or they cannot be read."""
-    if _emulated_gpus() == []:
+    if host.current().gpus == ():
         return []
     try:
         stats = _nvml_stats()

@@ -1,6 +1,6 @@
 """Where synced data lives: the first local NVMe disk when the instance has one, else the system disk.
 
-- Emulator: ``TENCENTCLOUD_EMULATOR_LOCAL_DISKS`` lists the instance's local disks as folders (maybe none).
+- A host that lists its local disks as folders (the emulator; host.py): the first of them, if any.
 - Tencent Cloud: an already-mounted ``/dev/nvme*n1`` is used as it is. Otherwise, only when running as root, the
   first whole NVMe namespace that carries no partition, no filesystem and no mount is formatted (ext4, label
   ``cvmjob-nvme``) and mounted at /mnt/cvmjob-nvme; after a reboot a disk with that label is mounted again
@@ -18,7 +18,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .paths import instance_root
+from .host import current
+from .paths import cvmjob_dir
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,14 @@ def data_root(job_id: str) -> Path:
     return _data_parent() / job_id
 
 
+def on_system_disk() -> bool:
+    """The data lives on the system disk (no local NVMe), so a custom image would copy it."""
+    return local_nvme() is None
+
+
 def _data_parent() -> Path:
     disk = local_nvme()
-    return disk / "cvmjob" / "data" if disk is not None else instance_root() / "opt" / "cvmjob" / "data"
+    return disk / "cvmjob" / "data" if disk is not None else cvmjob_dir() / "data"
 
 
 def remove_other_jobs_data(job_id: str) -> list[str]:
@@ -52,10 +58,9 @@ def remove_other_jobs_data(job_id: str) -> list[str]:
 
 
 def local_nvme() -> Path | None:
-    emulated = os.environ.get("TENCENTCLOUD_EMULATOR_LOCAL_DISKS")
-    if emulated is not None:
-        first = next((d.strip() for d in emulated.split(",") if d.strip()), None)
-        return Path(first) if first else None
+    listed = current().local_disks
+    if listed is not None:
+        return listed[0] if listed else None
     mounts = Path("/proc/mounts").read_text() if Path("/proc/mounts").exists() else ""
     return mounted_nvme(mounts) or _prepare_unused_nvme(mounts)
 

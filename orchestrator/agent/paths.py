@@ -1,9 +1,9 @@
 """Where things live on the instance.
 
-The bootstrap gives the agent one folder per attempt and node (``--workdir``, e.g.
-``$ROOT/opt/cvmjob/<job>/a<attempt>-n<node>``); everything the agent writes lives there, except the synced
+The bootstrap gives the agent one folder per attempt and node (``--workdir``, ``node_home``:
+``ROOT/opt/cvmjob/<job>/a<attempt>-n<node>``); everything the agent writes lives there, except the synced
 data, which outlives attempts on the same instance (nvme.data_root). ROOT is "/" on Tencent Cloud and the
-sandbox's system-disk folder on the emulator.
+sandbox's system-disk folder on the emulator (host.py).
 """
 
 from __future__ import annotations
@@ -12,13 +12,36 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-
-def instance_root() -> Path:
-    return Path(os.environ.get("TENCENTCLOUD_EMULATOR_ROOT") or "/")
+from . import host
 
 
-def on_emulator() -> bool:
-    return "TENCENTCLOUD_EMULATOR_ROOT" in os.environ
+def cvmjob_dir() -> Path:
+    """Everything of cvmjob's on the system disk, the jobs' folders and (without local NVMe) their data."""
+    return host.instance_root() / "opt" / "cvmjob"
+
+
+def job_dir(job_id: str) -> Path:
+    return cvmjob_dir() / job_id
+
+
+def node_home(job_id: str, attempt: int, node: int) -> Path:
+    return job_dir(job_id) / f"a{attempt}-n{node}"
+
+
+def image_manifest() -> Path:
+    """What a custom image made by a job holds (seal.py)."""
+    return cvmjob_dir() / "image.json"
+
+
+def per_boot_script(job_id: str) -> Path:
+    """cloud-init runs every script in this folder at every boot (scripts-per-boot): the agent's start."""
+    return host.instance_root() / "var" / "lib" / "cloud" / "scripts" / "per-boot" / f"cvmjob-agent-{job_id}.sh"
+
+
+def user_data_copies() -> list[Path]:
+    """cloud-init's copies of the UserData (the bootstrap, with its presigned URLs) for the current instance."""
+    instance = host.instance_root() / "var" / "lib" / "cloud" / "instance"
+    return [instance / "user-data.txt", instance / "user-data.txt.i", instance / "scripts"]
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 - the training's Python (``python3`` on PATH, the interpreter the launcher uses) is 3.9 or newer and imports
   torch;
-- a node with GPUs (the emulator's TENCENTCLOUD_EMULATOR_GPUS, or ``nvidia-smi -L`` on Tencent Cloud) has a
+- a node with GPUs (as the host lists them, or ``nvidia-smi -L`` on Tencent Cloud) has a
   CUDA build of torch that sees exactly those GPUs, and a driver whose CUDA version is at least torch's;
 - a node without GPUs is fine: the run uses ``cpu_nproc`` processes per node and the script picks gloo (a
   script that insists on NCCL fails in training, with its own message);

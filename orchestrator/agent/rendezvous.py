@@ -1,8 +1,8 @@
 """Multi-node rendezvous through COS: node 0 publishes where its c10d store listens (rendezvous.json), the
 other nodes wait for it.
 
-Node 0's address is its private IP (metadata ``local-ipv4``); on the emulator every instance shares the host's
-loopback, so it is 127.0.0.1. The port is one the OS reports free right now (a tiny race with other programs is
+Node 0's address is its private IP (metadata ``local-ipv4``); where instances share one machine's loopback (the
+emulator, host.py) it is 127.0.0.1. The port is one the OS reports free right now (a tiny race with other programs is
 accepted: torchrun then fails, visibly). A node-0 agent that restarts publishes a new endpoint; nodes already
 training with the old one fail in torchrun and the attempt is retried by the controller.
 """
@@ -17,10 +17,10 @@ from orchestrator.contract import Outcome
 from orchestrator.contract import Rendezvous as RendezvousDoc
 from orchestrator.providers.tencent.storage import ObjectStore
 
+from . import host
 from .errors import AttemptEnded
 from .launch import Rendezvous
 from .metadata import Metadata
-from .paths import on_emulator
 from .retry import retrying
 from .stop import StopSignal
 
@@ -36,7 +36,7 @@ def free_port(host: str) -> int:
 
 
 def node_address(metadata: Metadata) -> str:
-    if on_emulator():
+    if host.current().loopback_only:
         return "127.0.0.1"
     address = metadata.get("local-ipv4")
     if not address:

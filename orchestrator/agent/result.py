@@ -28,11 +28,17 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def publish(result: Result, local: Path, store: ObjectStore, key: str) -> None:
-    write_atomically(local, result.model_dump_json().encode())
-    upload_saved(local, store, key)
+def publish(result: Result, local: Path | None, store: ObjectStore, key: str) -> None:
+    """result.json to COS, through a local copy first unless ``local`` is None."""
+    data = result.model_dump_json().encode()
+    if local is not None:
+        write_atomically(local, data)
+    _upload(data, store, key)
 
 
 def upload_saved(local: Path, store: ObjectStore, key: str) -> None:
-    data = local.read_bytes()
+    _upload(local.read_bytes(), store, key)
+
+
+def _upload(data: bytes, store: ObjectStore, key: str) -> None:
     retrying("write result.json", lambda: store.put_bytes(key, data, "application/json"), attempts=_UPLOAD_ATTEMPTS)

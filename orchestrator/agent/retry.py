@@ -15,7 +15,7 @@ T = TypeVar("T")
 
 
 def is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, errors.TransientError) or (isinstance(exc, errors.AuthError) and exc.code == "ExpiredToken")
+    return isinstance(exc, (errors.TransientError, errors.ExpiredCredentialError))
 
 
 def retrying(what: str, call: Callable[[], T], attempts: int = 5, first_delay: float = 1.0) -> T:

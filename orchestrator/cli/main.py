@@ -20,7 +20,6 @@ import typer
 
 from .. import api, embedded
 from ..home import HomeError, state_db
-from ..lifecycle.execute import owner
 from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
 from ..lifecycle.reconcile import Controls, drive
 from ..plan.planner import PlanError
@@ -29,6 +28,7 @@ from ..providers.tencent.errors import CloudError
 from ..spec import JobSpec, SpecError
 from ..spec.durations import parse_duration
 from ..state.store import FencedOut, LeaseHeld, Store
+from ..tags import owner
 from ..target import TargetError, connect, resolve
 from . import render
 from .emulator import emulator_app

@@ -66,7 +66,10 @@ def grow(
     count: Annotated[int, typer.Option(min=1, max=100, help="how many instances to buy")] = 1,
     months: Annotated[int, typer.Option(help="prepaid period: 1-12, 24, 36, 48 or 60 months")] = 1,
     auto_renew: Annotated[bool, typer.Option(help="renew automatically at the end of the period")] = False,
-    image: Annotated[str, typer.Option(help="image the idle instances boot")] = "img-487zeit5",
+    image: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="image the idle instances boot (default: the one a job of this type would get)"),
+    ] = None,
     region: Region = "ap-guangzhou",
     emulator: Emulator = False,
 ) -> None:

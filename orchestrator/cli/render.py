@@ -14,6 +14,7 @@ from rich.table import Table
 from ..api import AgentView, PlanReport
 from ..lifecycle.machine import EXIT_CODES, JobState
 from ..lifecycle.observation import Observation
+from ..providers.tencent.vocabulary import ChargeType
 from ..state.store import Event, JobRecord, NodeRecord
 
 # Lines are never wrapped (logs and CI read them); tables take the terminal's width, or 120 columns when piped.
@@ -102,7 +103,7 @@ def accounting(nodes: list[NodeRecord]) -> dict[str, Any]:
     on_demand = 0.0
     for n in nodes:
         per_attempt[n.attempt] = round(per_attempt.get(n.attempt, 0.0) + (n.cost_cny or 0.0), 2)
-        if n.charge_type == "POSTPAID_BY_HOUR" and n.cost_cny is not None:
+        if n.charge_type == ChargeType.ON_DEMAND and n.cost_cny is not None:
             # Its own bill: the controller's view of the running time differs from the cloud's by a second or two,
             # which showed an on-demand job "saving" a fen.
             on_demand += n.cost_cny

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import Outcome, Phase
+from ..contract import Outcome, Phase, Result
 from ..plan.models import Placement, Plan
+from ..providers.tencent.vocabulary import ChargeType, InstanceState
 from ..state.store import JobRecord, NodeRecord
 from .actions import (
     Action,
@@ -38,11 +39,6 @@ from .recovery import Backoff, GiveUp, Relaunch, next_placement, summarize
 from .settings import Settings
 
 S = JobState
-GOING = ("TERMINATING", "LAUNCH_FAILED")  # on their way out by themselves: not to be terminated again
-# A LAUNCH_FAILED instance never ran and bills nothing, yet the cloud lists it for minutes more: as good as gone.
-# Waiting for it to vanish stalled every recovery after a failed launch (and the teardown) for those minutes.
-NEVER_RAN = ("LAUNCH_FAILED",)
-NOT_BILLED_AWAY = ("SHUTDOWN",)  # prepaid recycle bin
 # An agent heartbeats every 5 s: two missed beats and its keys are rotated, in case the cloud stopped taking them
 # (credentials expired mid-run made the agent go silent until the heartbeat went stale and the attempt was lost).
 QUIET_AFTER = 10.0
@@ -76,7 +72,7 @@ def decide(
 
     current = [n for n in nodes if n.attempt == job.attempt]
     actions: list[Action] = []
-    strays = [i for i in obs.strays if i.state not in GOING]
+    strays = [i for i in obs.strays if not i.state.leaving]
     if strays and state != S.KEEPING:
         actions.append(Terminate(tuple(i.instance_id for i in strays), "instance of an earlier attempt"))
 
@@ -150,9 +146,9 @@ def _lost_nodes(current: list[NodeRecord], obs: Observation) -> list[tuple[int, 
             continue
         if view.instance is None:
             lost.append((n.node, "lost", "the instance disappeared (reclaimed without notice or released)"))
-        elif view.instance.state == "LAUNCH_FAILED":
-            lost.append((n.node, "failed", view.instance.error_message or "LAUNCH_FAILED"))
-        elif view.instance.state in ("TERMINATING", "SHUTDOWN", "STOPPED", "STOPPING"):
+        elif view.instance.state.never_ran:
+            lost.append((n.node, "failed", view.instance.error_message or f"{view.instance.state}"))
+        elif view.instance.state.down:
             lost.append((n.node, "lost", f"the instance is {view.instance.state} (reclaimed?)"))
     return lost
 
@@ -167,7 +163,10 @@ def _booting(r: _Round) -> list[Action]:
     newly_running = tuple(
         (n.node, "running", "instance RUNNING")
         for n in r.current
-        if n.state == "launched" and (v := seen.get(n.node)) and v.instance and v.instance.state == "RUNNING"
+        if n.state == "launched"
+        and (v := seen.get(n.node))
+        and v.instance
+        and v.instance.state == InstanceState.RUNNING
     )
     actions: list[Action] = [MarkNodes(newly_running)] if newly_running else []
     if all((v := seen.get(n.node)) is not None and v.status is not None for n in r.current):
@@ -186,6 +185,15 @@ def _booting(r: _Round) -> list[Action]:
     if r.obs.now - r.entered_at > r.s.pending_timeout + r.s.bootstrap_timeout:
         return [*actions, *_fail(r.s, S.FAILED_BOOTSTRAP, "the instances never became RUNNING", r.obs.now)]
     return [*actions, _refresh(r.obs), Wait(r.s.poll_seconds, "booting")]
+
+
+def _to_imaging(results: list[Result]) -> Move:
+    """Node 0's instance is imaged once its agent says the disk holds nothing of the job's (agent/seal.py)."""
+    contents = next((r.image for r in results if r.node_rank == 0), None)
+    if contents is None or contents.problem:
+        why = contents.describe() if contents is not None else "node 0 did not clean its instance for the image"
+        return Move(S.TEARING_DOWN, f"training succeeded; no image: {why}", outcome=S.SUCCEEDED)
+    return Move(S.IMAGING, f"training succeeded; creating the image: {contents.describe()}")
 
 
 def _refresh(obs: Observation) -> RefreshCredentials:
@@ -225,14 +233,14 @@ def _running(r: _Round) -> list[Action]:
     failures = [r for r in results if r.outcome in _FAILURE_STATES]
     if failures:
         instances = [v.instance for v in r.obs.nodes if v.node in mine]
-        if len(expected) > 1 and not all(i is not None and i.state == "RUNNING" for i in instances):
+        if len(expected) > 1 and not all(i is not None and i.state == InstanceState.RUNNING for i in instances):
             return [Wait(r.s.poll_seconds, "a node failed while another is going away: waiting to tell which")]
         worst = failures[0]
         reason = f"{worst.outcome.value}: {worst.reason}".strip(": ")
         return _fail(r.s, _FAILURE_STATES[worst.outcome], reason, r.obs.now)
     if len(results) == len(expected) and all(r.outcome == Outcome.SUCCEEDED for r in results):
         if r.s.snapshot:
-            return [Move(S.IMAGING, "training succeeded; creating the image")]
+            return [_to_imaging(results)]
         return [Move(S.TEARING_DOWN, "training succeeded", outcome=S.SUCCEEDED)]
     if results and all(r.outcome == Outcome.CANCELLED for r in results):
         return [Move(S.TEARING_DOWN, "the agents stopped on request", outcome=S.CANCELLED)]
@@ -268,11 +276,11 @@ def _recovering(r: _Round) -> list[Action]:
     alive = [
         v.instance
         for v in r.obs.nodes
-        if v.instance is not None and v.instance.state not in NEVER_RAN and not _pool_node(r.current, v.node)
+        if v.instance is not None and not v.instance.state.never_ran and not _pool_node(r.current, v.node)
     ]
     if alive:
         # Never two attempts alive at once: the lost attempt's instances go first.
-        killable = tuple(i.instance_id for i in alive if i.state not in GOING)
+        killable = tuple(i.instance_id for i in alive if not i.state.leaving)
         ending: list[Action] = [Terminate(killable, "ending the lost attempt")] if killable else []
         return [*ending, Wait(r.s.poll_seconds, "waiting for the lost attempt's instances to be gone")]
     choice = next_placement(summarize(r.nodes), r.plan.candidates, r.s.recovery, r.obs.now, r.job.job_id)
@@ -298,12 +306,12 @@ def _imaging(r: _Round) -> list[Action]:
     if r.job.image_id is None:
         return [CreateImage()]
     image = r.obs.image
-    if image is not None and image.state == "NORMAL":
+    if image is not None and image.state.ready:
         return [
             ApplyImageRetention(r.s.snapshot_keep_last),
             Move(S.TEARING_DOWN, f"image {r.job.image_id} ready", outcome=S.SUCCEEDED),
         ]
-    if image is None or image.state in ("CREATEFAILED", "IMPORTFAILED"):
+    if image is None or image.state.failed:
         what = "disappeared" if image is None else image.state
         # A failed capture was left behind for ever (found by tests/faults: I1, image fails): it goes first.
         discard: list[Action] = [] if image is None else [DiscardImage(r.job.image_id)]
@@ -333,8 +341,10 @@ def _tearing_down(r: _Round) -> list[Action]:
     if held:
         return [ReleasePool(held)]
     alive = [v.instance for v in r.obs.nodes if v.instance is not None and not _pool_node(r.current, v.node)]
-    alive = [i for i in alive + list(r.obs.strays) if i.state not in NEVER_RAN]
-    killable = tuple(i.instance_id for i in alive if i.state not in GOING and i.state not in NOT_BILLED_AWAY)
+    # A failed launch never ran and bills nothing, yet the cloud lists it for minutes more: as good as gone.
+    # Waiting for it to vanish stalled every recovery after a failed launch (and the teardown) for those minutes.
+    alive = [i for i in alive + list(r.obs.strays) if not i.state.never_ran]
+    killable = tuple(i.instance_id for i in alive if not (i.state.leaving or i.state.isolated))
     if alive:
         ending: list[Action] = [Terminate(killable, "teardown")] if killable else []
         return [*ending, Wait(r.s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]
@@ -343,13 +353,15 @@ def _tearing_down(r: _Round) -> list[Action]:
 
 
 def _pool_node(current: list[NodeRecord], node: int) -> bool:
-    """Reserved-pool members run as PREPAID nodes: given back to the pool, never terminated by a job."""
-    return any(n.node == node and n.charge_type == "PREPAID" for n in current)
+    """Reserved-pool members run as reserved nodes: given back to the pool, never terminated by a job."""
+    return any(n.node == node and n.charge_type == ChargeType.RESERVED for n in current)
 
 
 def _pool_held(current: list[NodeRecord]) -> tuple[str, ...]:
     return tuple(
-        n.instance_id for n in current if n.charge_type == "PREPAID" and n.instance_id and n.state != "released"
+        n.instance_id
+        for n in current
+        if n.charge_type == ChargeType.RESERVED and n.instance_id and n.state != "released"
     )
 
 
@@ -357,11 +369,11 @@ def _through_pool(
     placement: Placement, plan: Plan, obs: Observation, s: Settings, entered_at: float
 ) -> Placement | list[Action]:
     """A reserved placement needs an idle pool member; when all are busy the pool policy says what happens."""
-    if placement.charge_type != "PREPAID" or (obs.pool_idle or 0) > 0:
+    if placement.charge_type != ChargeType.RESERVED or (obs.pool_idle or 0) > 0:
         return placement
     busy = f"reserved pool {s.pool} has no idle instance for this job"
     if s.pool_when_busy == "on-demand":
-        on_demand = next((p for p in plan.candidates if p.charge_type == "POSTPAID_BY_HOUR"), None)
+        on_demand = next((p for p in plan.candidates if p.charge_type == ChargeType.ON_DEMAND), None)
         if on_demand is not None:
             return on_demand
     if s.pool_when_busy == "wait" and obs.now - entered_at < s.pool_wait_timeout:

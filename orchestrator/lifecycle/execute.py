@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
-import socket
 import tempfile
 import threading
 import time
@@ -37,10 +35,12 @@ from ..plan.models import Plan
 from ..providers.tencent import TencentSdk, billing, compute, images, sts
 from ..providers.tencent.errors import CapacityError, CloudError, QuotaError, StateConflictError, TransientError
 from ..providers.tencent.storage import ObjectStore
+from ..providers.tencent.vocabulary import ChargeType, ImageState
 from ..retry import retrying
 from ..spec.models import JobSpec
 from ..spec.snapshot import render_snapshot_name
 from ..state.store import ImageRecord, JobRecord, NodeRecord, PoolStore, Store
+from ..tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
 from ..target import Target
 from .actions import (
     Action,
@@ -60,7 +60,6 @@ from .actions import (
     Wait,
 )
 from .machine import JobState
-from .observe import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER
 
 ACTION_TIMER_MARGIN = 600.0  # the instance's own deadline trails the job's by this much
 CREDENTIAL_SECONDS = 7200  # GetFederationToken maximum for a root account
@@ -83,11 +82,6 @@ def client_token(job_id: str, attempt: int, node: int) -> str:
 def pool_holder(node: NodeRecord) -> str:
     """Who holds a pool member: one node of one attempt of one job."""
     return f"{node.job_id}/a{node.attempt}n{node.node}"
-
-
-def owner() -> str:
-    """Who drives jobs from this machine: the value of the ``cvmjob:owner`` tag (gc judges only its own)."""
-    return f"{os.environ.get('USER', 'user')}@{socket.gethostname()}"[:63]
 
 
 @dataclass
@@ -151,26 +145,7 @@ class Executor:
             retrying(lambda: self.state.upload_file(archive.path, layout.workdir_archive))
             wheel = bundle.agent_wheel(Path(tmp))
             retrying(lambda: self.state.upload_file(wheel, layout.agent_wheel(wheel.name)))
-        self._seed_emulator_data()
         return self._StartAttempt(StartAttempt(action.placement, "first attempt"))
-
-    def _seed_emulator_data(self) -> None:
-        if self.target.kind != "emulator":
-            return
-        for source in self.spec.data:
-            if source.emulator_seed is None:
-                continue
-            store = ObjectStore(self.sdk, source.source.bucket)
-            if not store.bucket_exists():
-                retrying(store.create_bucket)
-            if next(store.iter_objects(source.source.prefix), None) is not None:
-                continue
-            folder = (self.source_dir / source.emulator_seed).resolve()
-            files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
-            for path in files:
-                key = source.source.prefix + path.relative_to(folder).as_posix()
-                retrying(functools.partial(store.upload_file, path, key))
-            self.emit("stage", f"seeded {len(files)} example files into {source.source} (local emulator only)")
 
     def _StartAttempt(self, action: StartAttempt) -> bool:
         job = self.job()
@@ -190,7 +165,7 @@ class Executor:
                 state="intent",
                 on_demand_price_per_hour=p.on_demand_price_per_hour,
             )
-            if p.charge_type == "PREPAID":
+            if p.charge_type == ChargeType.RESERVED:
                 record = self._claim_pool_member(record)
             self.store.put_node(self.token, record)
         self._write_agent_configs(attempt)
@@ -215,7 +190,7 @@ class Executor:
         meanwhile makes the node fail like a launch without capacity (the pool policy then decides)."""
         assert self.pool is not None
         plan = Plan.model_validate(self.job().plan)
-        placements = [(c.zone, c.instance_type) for c in plan.candidates if c.charge_type == "PREPAID"]
+        placements = [(c.zone, c.instance_type) for c in plan.candidates if c.charge_type == ChargeType.RESERVED]
         member = self.pools.claim(self.pool, placements, pool_holder(record), self.now())
         if member is None:
             return replace(record, state="failed", end_reason=f"reserved pool {self.pool} busy", ended_at=self.now())
@@ -281,7 +256,7 @@ class Executor:
         return int(min(MAX_PRESIGN_SECONDS, max(3600.0, self.job().deadline - self.now() + 3600)))
 
     def _write_agent_configs(self, attempt: int) -> None:
-        role = self.spec.credentials.removeprefix("role:") if self.spec.credentials.startswith("role:") else None
+        role = self.spec.cam_role
         keys = None if role else self._write_credentials(attempt)
         state, checkpoints, outputs = self._locations()
         layout = self.layout
@@ -367,15 +342,15 @@ class Executor:
             ),
             system_disk=compute.Disk(disks.system.type, disks.system.size_gib),
             data_disks=tuple(compute.Disk(d.type, d.size_gib) for d in disks.data),
-            spot_max_price=self.spec.billing.spot_max_price if node.charge_type == "SPOTPAID" else None,
-            cam_role=self.spec.credentials.removeprefix("role:") if self.spec.credentials.startswith("role:") else None,
+            spot_max_price=self.spec.billing.spot_max_price if node.charge_type == ChargeType.SPOT else None,
+            cam_role=self.spec.cam_role,
         )
 
     def _Launch(self, action: Launch) -> bool:
         job = self.job()
         node = next(n for n in self.store.nodes(self.job_id, job.attempt) if n.node == action.node)
         request = self._launch_request(job, node)
-        if node.charge_type == "PREPAID":
+        if node.charge_type == ChargeType.RESERVED:
             return self._reimage_pool_member(node, request)
         try:
             ids = retrying(lambda: compute.run_instances(self.sdk, request))
@@ -506,7 +481,8 @@ class Executor:
                     outcome=JobState.SUCCEEDED,
                 )
                 return False
-        self.store.put_image(self.token, ImageRecord(image_id, self.job_id, name, "CREATING", self.now(), None))
+        record = ImageRecord(image_id, self.job_id, name, ImageState.CREATING, self.now(), None)
+        self.store.put_image(self.token, record)
         self.store.update(self.job_id, self.token, self.now(), image_id=image_id)
         self.emit("image", f"creating image {image_id} ({name})")
         return False
@@ -515,7 +491,7 @@ class Executor:
         job = self.job()
         # Only this owner's: another user's images of a job with the same name are not ours to delete (they were).
         mine = retrying(lambda: images.find_by_tags(self.sdk, {TAG_NAME: self.spec.name, TAG_OWNER: owner()}))
-        ready = sorted((i for i in mine if i.state == "NORMAL"), key=lambda i: i.created_at)
+        ready = sorted((i for i in mine if i.state.ready), key=lambda i: i.created_at)
         doomed = [i for i in ready[: max(0, len(ready) - action.keep_last)] if i.image_id != job.image_id]
         if doomed:
             try:
@@ -543,7 +519,7 @@ class Executor:
             if node.instance_id is None:
                 continue
             cost = None
-            if node.charge_type == "PREPAID":
+            if node.charge_type == ChargeType.RESERVED:
                 cost = 0.0  # a reserved pool's period is paid whether jobs run or not: a job adds nothing
             else:
                 try:

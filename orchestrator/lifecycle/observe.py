@@ -17,14 +17,9 @@ from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.storage import ObjectStore
 from ..state.store import JobRecord, NodeRecord
+from ..tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from .machine import JobState
 from .observation import NodeSeen, Observation
-
-TAG_JOB = "cvmjob:job"
-TAG_ATTEMPT = "cvmjob:attempt"
-TAG_NODE = "cvmjob:node"
-TAG_NAME = "cvmjob:name"
-TAG_OWNER = "cvmjob:owner"
 
 _Doc = TypeVar("_Doc", Status, Result, Manifest)
 _AGENT_STATES = (JobState.BOOTING, JobState.RUNNING, JobState.CANCELLING, JobState.RECOVERING)

@@ -16,12 +16,14 @@ from pathlib import Path
 from ..plan.models import Plan
 from ..providers.tencent.errors import TransientError
 from ..providers.tencent.storage import ObjectStore
+from ..providers.tencent.vocabulary import ChargeType
 from ..spec.models import JobSpec
 from ..state.store import JobRecord, PoolStore, Store
+from ..tags import owner
 from ..target import Target, connect, reconnect
 from .actions import Move
 from .decide import decide
-from .execute import Emit, Executor, PermanentFailure, owner
+from .execute import Emit, Executor, PermanentFailure
 from .machine import JobState
 from .observation import Observation
 from .observe import observe
@@ -115,7 +117,7 @@ def drive(
             nodes = store.nodes(job_id)
             observation = observe(job, nodes, sdk, executor.state, now())
             if settings.pool is not None:
-                reserved = [(c.zone, c.instance_type) for c in plan.candidates if c.charge_type == "PREPAID"]
+                reserved = [(c.zone, c.instance_type) for c in plan.candidates if c.charge_type == ChargeType.RESERVED]
                 observation = replace(observation, pool_idle=PoolStore(store).idle(settings.pool, reserved))
             if on_round is not None:
                 on_round(job, observation)

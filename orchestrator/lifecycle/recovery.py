@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass
 
 from ..plan.models import Placement
+from ..providers.tencent.vocabulary import ChargeType
 from ..state.store import NodeRecord
 from .machine import JobState
 from .settings import RecoveryRules
@@ -153,7 +154,7 @@ def next_placement(
     exhausted = {_key(h.placement) for h in failures}
     # Sold out everywhere at the preferred charge type: on-demand, if the policy has an on-demand fallback.
     fallback_configured = rules.on_demand_after_preemptions is not None or rules.on_demand_after_minutes is not None
-    last_resort = [p for p in candidates if p.charge_type == "POSTPAID_BY_HOUR"] if fallback_configured else []
+    last_resort = [p for p in candidates if p.charge_type == ChargeType.ON_DEMAND] if fallback_configured else []
     for p in [*allowed, *last_resort]:
         if _key(p) not in exhausted:
             return Relaunch(p, f"{last.placement.label()} had no capacity ({last.reason})")
@@ -181,7 +182,7 @@ def _allowed(
         # launch that failed never moved on-demand-only's job to on-demand).
         rules.on_demand_after_minutes is not None and now - recovering_since >= rules.on_demand_after_minutes * 60
     )
-    on_demand = [p for p in allowed if p.charge_type == "POSTPAID_BY_HOUR"]
+    on_demand = [p for p in allowed if p.charge_type == ChargeType.ON_DEMAND]
     if fallback and on_demand:
         return on_demand
     preferred = [p for p in allowed if p.charge_type == primary.charge_type]

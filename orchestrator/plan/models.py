@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-BILLING_TO_CHARGE = {"on-demand": "POSTPAID_BY_HOUR", "spot": "SPOTPAID", "reserved": "PREPAID"}
-CHARGE_TO_BILLING = {v: k for k, v in BILLING_TO_CHARGE.items()}
+from ..providers.tencent.vocabulary import ChargeType
 
 
 class Placement(BaseModel):
@@ -13,7 +12,7 @@ class Placement(BaseModel):
 
     zone: str
     instance_type: str
-    charge_type: str  # POSTPAID_BY_HOUR | SPOTPAID | PREPAID
+    charge_type: ChargeType
     price_per_hour: float | None = None  # CNY per instance-hour, after discount
     on_demand_price_per_hour: float | None = None
     gpus: float = 0
@@ -21,7 +20,7 @@ class Placement(BaseModel):
 
     @property
     def billing(self) -> str:
-        return CHARGE_TO_BILLING.get(self.charge_type, self.charge_type)
+        return self.charge_type.billing
 
     def label(self) -> str:
         return f"{self.instance_type} in {self.zone} ({self.billing})"
@@ -34,7 +33,7 @@ class Rejected(BaseModel):
 
     zone: str
     instance_type: str
-    charge_type: str
+    charge_type: ChargeType
     reason: str
 
 

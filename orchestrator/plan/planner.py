@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..providers.tencent.compute import Offering
+from ..providers.tencent.vocabulary import ChargeType, StockStatus
 from ..spec.gpus import GPU_MEMORY_GIB, is_vgpu_type, types_with
 from ..spec.models import JobSpec
 from ..spec.suggest import did_you_mean
-from .models import BILLING_TO_CHARGE, Placement, Plan, Rejected
-
-ON_DEMAND = "POSTPAID_BY_HOUR"
+from .models import Placement, Plan, Rejected
 
 
 class PlanError(ValueError):
@@ -50,12 +49,14 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
     types = _instance_types(spec, facts, problems)
     if problems:
         raise PlanError(problems)
-    charge = BILLING_TO_CHARGE[spec.billing.mode]
-    on_demand_price = {(o.zone, o.instance_type): o.unit_price for o in facts.offerings if o.charge_type == ON_DEMAND}
+    charge = ChargeType.for_billing(spec.billing.mode)
+    on_demand_price = {
+        (o.zone, o.instance_type): o.unit_price for o in facts.offerings if o.charge_type == ChargeType.ON_DEMAND
+    }
     candidates: list[Placement] = []
     rejected: list[Rejected] = []
     # Spot and reserved jobs may continue on demand (recovery policy, pool policy): those placements follow.
-    charges = [charge] + ([ON_DEMAND] if charge in ("SPOTPAID", "PREPAID") else [])
+    charges = [charge] + ([ChargeType.ON_DEMAND] if charge != ChargeType.ON_DEMAND else [])
     for charge_type in charges:
         for instance_type in types:
             for zone in zones:
@@ -99,7 +100,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
                     f"{', '.join(zones)} ({tried}). add zones, instance.alternatives, or another billing.mode"
                 ]
             )
-    image = facts.image or _default_image(facts, candidates[0])
+    image = facts.image or default_image(facts.public_images, candidates[0].gpus)
     hours = spec.limits.max_runtime / 3600
     nnodes = spec.train.nnodes
     primary = candidates[0]
@@ -187,15 +188,15 @@ def _named_types(spec: JobSpec) -> list[tuple[str, str]]:
     return named
 
 
-def _unusable(offer: Offering | None, spec: JobSpec, charge_type: str) -> str:
+def _unusable(offer: Offering | None, spec: JobSpec, charge_type: ChargeType) -> str:
     if offer is None:
         return "not sold in this zone"
-    if charge_type == "PREPAID":
+    if charge_type == ChargeType.RESERVED:
         return ""  # reserved jobs run on pool members already bought: today's stock does not matter
-    if not offer.on_sale or offer.stock == "WithoutStock":
+    if not offer.on_sale or offer.stock == StockStatus.NONE:
         return f"sold out ({offer.sold_out_reason or offer.stock})"
     if (
-        charge_type == "SPOTPAID"
+        charge_type == ChargeType.SPOT
         and spec.billing.spot_max_price is not None
         and offer.unit_price is not None
         and offer.unit_price > spec.billing.spot_max_price
@@ -204,10 +205,9 @@ def _unusable(offer: Offering | None, spec: JobSpec, charge_type: str) -> str:
     return ""
 
 
-def _default_image(facts: Facts, primary: Placement) -> PublicImage | None:
+def default_image(images: list[PublicImage], gpus: float) -> PublicImage | None:
     """A GPU-driver image for GPU types, a plain Ubuntu otherwise."""
-    images = facts.public_images
-    if primary.gpus > 0:
+    if gpus > 0:
         gpu_images = [i for i in images if "GPU" in i.name.upper() or "CUDA" in i.name.upper()]
         if gpu_images:
             return gpu_images[0]

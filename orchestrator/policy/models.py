@@ -88,8 +88,6 @@ class PoolPolicy(SpecModel):
     """Every pool instance is in use: wait for one (up to ``wait_timeout``), run on-demand, or fail."""
     wait_timeout: Annotated[Duration, within(60, DAY)] = 30 * MINUTE
     """With when_busy: wait, how long to wait for a free instance before failing."""
-    reset: Literal["reimage", "wipe-data-disk"]
-    """How a pool instance is cleaned between jobs: reimage the system disk, or wipe only the data disk."""
 
 
 POLICY_MODELS: dict[str, type[RecoveryPolicy] | type[PoolPolicy]] = {"recovery": RecoveryPolicy, "pool": PoolPolicy}

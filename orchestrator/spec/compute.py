@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from orchestrator.spec.base import SpecModel, field_problem
-from orchestrator.spec.fields import ImageId, ImageName, InstanceTypeName, PoolName
+from orchestrator.spec.fields import ImageId, ImageName, InstanceTypeName, JobName, PoolName
 from orchestrator.spec.gpus import GPU_MEMORY_GIB, GpuModel, gpu_counts, is_vgpu_type, vgpu_advice
 
 
@@ -89,17 +89,19 @@ class BillingSpec(SpecModel):
 
 
 class ImageSpec(SpecModel):
-    """The image to boot: exactly one of ``id`` or ``name``."""
+    """The image to boot: exactly one of ``id``, ``name`` or ``from_job``."""
 
     id: ImageId | None = None
     """An image id."""
     name: ImageName | None = None
     """A public or custom image's name, looked up at plan time."""
+    from_job: JobName | None = None
+    """The newest ready image that a job of this name made (its snapshot), looked up at plan time."""
 
     @model_validator(mode="after")
     def _one_of(self) -> ImageSpec:
-        if (self.id is None) == (self.name is None):
-            raise ValueError("set exactly one of id (e.g. id: img-487zeit5) or name")
+        if sum(value is not None for value in (self.id, self.name, self.from_job)) != 1:
+            raise ValueError("set exactly one of id (e.g. id: img-487zeit5), name or from_job (a job name)")
         return self
 
 

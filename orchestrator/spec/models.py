@@ -113,6 +113,11 @@ class JobSpec(SpecModel):
     policies: PolicyRefs = PolicyRefs()
     """Named policies."""
 
+    @property
+    def cam_role(self) -> str | None:
+        """The CAM role named by ``credentials: role:<name>``; None for "sts"."""
+        return self.credentials.removeprefix("role:") if self.credentials.startswith("role:") else None
+
     @field_validator("zones")
     @classmethod
     def _zones_in_region(cls, zones: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:

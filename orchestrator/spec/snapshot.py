@@ -52,6 +52,9 @@ class SnapshotSpec(SpecModel):
     name: str = Field("{name}-{date}-{job_id}", examples=["{name}-{date}-{job_id}"])
     """Image name template. Fields: {name} (the job's), {job_id}, {date} (YYYYMMDD), {time} (HHMMSS), {attempt}.
     The rendered name must fit in 60 characters."""
+    include_data: StrictBool = False
+    """Keep the synced data in the image. Off: the image holds what setup installed, not the job's data (data on
+    a local NVMe disk is never part of an image, which copies only the system disk)."""
     keep_last: StrictInt = Field(3, ge=1, le=100)
     """Snapshots of this job name kept; older ones are deleted."""
     timeout: Annotated[Duration, within(10, DAY)] = HOUR

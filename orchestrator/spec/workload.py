@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, WithJson
 from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.cos import CosDir
 from orchestrator.spec.durations import DAY, Duration, within
-from orchestrator.spec.fields import Command, EnvValue, InstancePath, LocalPath
+from orchestrator.spec.fields import Command, EnvValue, InstancePath
 
 
 class DataSource(SpecModel):
@@ -20,9 +20,6 @@ class DataSource(SpecModel):
     """Where the data is: cos://<name>-<appid>/<prefix>."""
     target: InstancePath = Field(examples=["mnist"])
     """The folder under $CVMJOB_DATA_DIR the data lands in."""
-    emulator_seed: LocalPath | None = None
-    """On the local emulator only: a local folder (relative to the spec file) uploaded to ``source`` when that
-    prefix is empty, so examples run without preparing a bucket. Ignored on Tencent Cloud."""
 
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")

@@ -95,4 +95,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE nodes ADD COLUMN on_demand_price_per_hour REAL;
         """,
     ),
+    (
+        "0004_drop_emulator_seed",
+        """
+        -- data[].emulator_seed left the job spec (the emulator seeds example data itself: `cvmjob emulator seed`);
+        -- stored specs drop it so that jobs submitted before still validate.
+        UPDATE jobs SET spec_json = (
+            SELECT json_set(jobs.spec_json, '$.data', json_group_array(json(json_remove(d.value, '$.emulator_seed'))))
+            FROM json_each(jobs.spec_json, '$.data') AS d
+        )
+        WHERE spec_json LIKE '%"emulator_seed"%';
+        """,
+    ),
 ]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lifecycle.machine import JobState, check_transition
+from ..providers.tencent.vocabulary import ChargeType
 from .migrations import MIGRATIONS
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
@@ -92,7 +93,7 @@ class NodeRecord:
     client_token: str
     zone: str
     instance_type: str
-    charge_type: str
+    charge_type: ChargeType
     price_per_hour: float | None
     instance_id: str | None
     state: str  # intent | launched | running | lost | failed | gone
@@ -237,7 +238,7 @@ class Store:
                 .execute("SELECT * FROM nodes WHERE job_id = ? AND attempt = ? ORDER BY node", (job_id, attempt))
                 .fetchall()
             )
-        return [NodeRecord(**dict(r)) for r in rows]
+        return [NodeRecord(**{**dict(r), "charge_type": ChargeType(r["charge_type"])}) for r in rows]
 
     def images(self, job_id: str | None = None) -> list[ImageRecord]:
         if job_id is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.contract import JobLayout
+from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from tests.agent.conftest import LIGHT, PACED
 from tests.emulator.conftest import make_cos
 from tests.emulator_process import EmulatorProcess
@@ -21,7 +22,6 @@ from tests.waiting import wait_until
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART_DIR = REPO / "jobs" / "quickstart"
 STATE_BUCKET = "cvmjob-1250000000"
-TAG_JOB, TAG_ATTEMPT, TAG_NODE = "cvmjob:job", "cvmjob:attempt", "cvmjob:node"
 GONE = ("TERMINATED", "LAUNCH_FAILED")  # not running anything (LAUNCH_FAILED never booted)
 _STEP = re.compile(r"^step=(\d+) loss=", re.MULTILINE)
 _START = re.compile(r"start_step=(\d+)")

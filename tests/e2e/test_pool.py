@@ -19,9 +19,9 @@ pytestmark = pytest.mark.e2e
 RESERVED = ("--set", "billing.mode=reserved", "--set", "snapshot.enabled=false",
             "--set", "train.command=python train.py --steps 12")
 POLICIES = {
-    "fail": "when_busy: fail\nreset: reimage\n",
-    "on-demand": "when_busy: on-demand\nreset: reimage\n",
-    "wait": "when_busy: wait\nwait_timeout: 5m\nreset: reimage\n",
+    "fail": "when_busy: fail\n",
+    "on-demand": "when_busy: on-demand\n",
+    "wait": "when_busy: wait\nwait_timeout: 5m\n",
 }
 
 

@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from orchestrator.lifecycle.execute import owner
 from orchestrator.lifecycle.machine import JobState
+from orchestrator.tags import owner
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import Pool, Record, World, kill, names, scenario

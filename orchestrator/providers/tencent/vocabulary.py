@@ -21,6 +21,14 @@ class _Wire(str, Enum):
         return format(str(self.value), spec)
 
 
+class _State(_Wire):
+    """A state word: one this version does not know reads as UNKNOWN, never as an error (the cloud adds states)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> _State:
+        return cls["UNKNOWN"]
+
+
 class ChargeType(_Wire):
     ON_DEMAND = "POSTPAID_BY_HOUR"
     SPOT = "SPOTPAID"
@@ -40,7 +48,7 @@ class ChargeType(_Wire):
 _BY_BILLING = {"on-demand": ChargeType.ON_DEMAND, "spot": ChargeType.SPOT, "reserved": ChargeType.RESERVED}
 
 
-class InstanceState(_Wire):
+class InstanceState(_State):
     """DescribeInstances' InstanceState (tencent-cloud-api.md §1.3)."""
 
     PENDING = "PENDING"
@@ -53,10 +61,6 @@ class InstanceState(_Wire):
     SHUTDOWN = "SHUTDOWN"  # isolated: a prepaid instance in the recycle bin
     TERMINATING = "TERMINATING"
     UNKNOWN = "UNKNOWN"  # a state this version does not know: treated as neither running nor gone
-
-    @classmethod
-    def _missing_(cls, value: object) -> InstanceState:
-        return cls.UNKNOWN
 
     @property
     def never_ran(self) -> bool:
@@ -85,7 +89,7 @@ class InstanceState(_Wire):
         return not (self.leaving or self.isolated)
 
 
-class ImageState(_Wire):
+class ImageState(_State):
     """DescribeImages' ImageState."""
 
     CREATING = "CREATING"
@@ -97,10 +101,6 @@ class ImageState(_Wire):
     IMPORTFAILED = "IMPORTFAILED"
     UNKNOWN = "UNKNOWN"
 
-    @classmethod
-    def _missing_(cls, value: object) -> ImageState:
-        return cls.UNKNOWN
-
     @property
     def ready(self) -> bool:
         return self is ImageState.NORMAL
@@ -108,3 +108,12 @@ class ImageState(_Wire):
     @property
     def failed(self) -> bool:
         return self in (ImageState.CREATEFAILED, ImageState.IMPORTFAILED)
+
+
+class StockStatus(_Wire):
+    """DescribeZoneInstanceConfigInfos' StatusCategory: how much of a placement is left to sell."""
+
+    ENOUGH = "EnoughStock"
+    NORMAL = "NormalStock"
+    UNDER = "UnderStock"
+    NONE = "WithoutStock"

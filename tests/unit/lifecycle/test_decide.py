@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from orchestrator.contract import Outcome, Phase, Result, Status
+from orchestrator.contract import ImageContents, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.actions import (
     CreateImage,
     Launch,
@@ -25,6 +25,7 @@ from orchestrator.lifecycle.settings import Settings
 from orchestrator.plan.models import Placement, Plan
 from orchestrator.providers.tencent.compute import InstanceView
 from orchestrator.providers.tencent.images import ImageView
+from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
 from orchestrator.state.store import JobRecord, NodeRecord
 
 S = JobState
@@ -83,7 +84,7 @@ def node(state: str = "running", instance_id: str | None = "ins-00000001", attem
 def instance(state: str = "RUNNING", instance_id: str = "ins-00000001", attempt: int = 1) -> InstanceView:
     return InstanceView(
         instance_id,
-        state,
+        InstanceState(state),
         PLACEMENT.zone,
         PLACEMENT.instance_type,
         "SPOTPAID",
@@ -97,9 +98,10 @@ def status(phase: Phase = Phase.TRAINING, at: float = NOW) -> Status:
     return Status(attempt=1, node_rank=0, instance_id="ins-00000001", phase=phase, time=at, seq=3, step=10)
 
 
-def result(outcome: Outcome, reason: str = "") -> Result:
+def result(outcome: Outcome, reason: str = "", image: ImageContents | None = None) -> Result:
     return Result(
-        attempt=1, node_rank=0, instance_id="ins-00000001", outcome=outcome, exit_code=0, reason=reason, time=NOW
+        attempt=1, node_rank=0, instance_id="ins-00000001", outcome=outcome, exit_code=0, reason=reason, time=NOW,
+        image=image,
     )
 
 
@@ -178,9 +180,18 @@ def test_a_launch_failed_instance_holds_up_neither_the_next_attempt_nor_the_tear
     assert run(tearing, listed) == run(tearing, stray) == [RecordBill(), Move(S.FAILED_NO_CAPACITY, "sold out")]
 
 
-def test_success_images_then_tears_down() -> None:
-    actions = run(job(S.RUNNING), seen(instance(), status(Phase.DONE), result(Outcome.SUCCEEDED)))
-    assert actions == [Move(S.IMAGING, "training succeeded; creating the image")]
+def test_success_images_a_cleaned_instance_then_tears_down() -> None:
+    clean = ImageContents(job_id="job-1", job_name="train", attempt=1, setup=["pip install x"])
+    actions = run(job(S.RUNNING), seen(instance(), status(Phase.DONE), result(Outcome.SUCCEEDED, image=clean)))
+    assert actions == [Move(S.IMAGING, f"training succeeded; creating the image: {clean.describe()}")]
+    assert "what setup installed (1 command(s)) and no job data" in clean.describe()
+    # An agent that did not (or could not) clean the disk: the job's keys may still be on it, so no image.
+    dirty = clean.model_copy(update={"problem": "PermissionError: denied"})
+    for image, why in ((None, "node 0 did not clean its instance for the image"), (dirty, dirty.describe())):
+        obs = seen(instance(), status(Phase.DONE), result(Outcome.SUCCEEDED, image=image))
+        assert run(job(S.RUNNING), obs) == [
+            Move(S.TEARING_DOWN, f"training succeeded; no image: {why}", outcome=S.SUCCEEDED)
+        ]
     no_snapshot = replace(SETTINGS, snapshot=False)
     assert run(job(S.RUNNING), seen(instance(), status(), result(Outcome.SUCCEEDED)), settings=no_snapshot) == [
         Move(S.TEARING_DOWN, "training succeeded", outcome=S.SUCCEEDED)
@@ -252,9 +263,9 @@ def test_strays_of_earlier_attempts_are_terminated_first() -> None:
 
 def test_imaging() -> None:
     assert run(job(S.IMAGING), seen(instance())) == [CreateImage()]
-    creating = ImageView("img-00000001", "n", "CREATING", "PRIVATE_IMAGE", "", {})
+    creating = ImageView("img-00000001", "n", ImageState.CREATING, "PRIVATE_IMAGE", "", {})
     assert isinstance(run(job(S.IMAGING, image_id="img-00000001"), replace(seen(instance()), image=creating))[-1], Wait)
-    normal = replace(creating, state="NORMAL")
+    normal = replace(creating, state=ImageState.NORMAL)
     actions = run(job(S.IMAGING, image_id="img-00000001"), replace(seen(instance()), image=normal))
     assert actions[-1] == Move(S.TEARING_DOWN, "image img-00000001 ready", outcome=S.SUCCEEDED)
 
@@ -307,15 +318,16 @@ def test_an_elastic_job_goes_on_without_a_lost_node() -> None:
     assert actions[0] == Terminate(("ins-00000002",), "lost; the elastic job goes on without it")
     assert isinstance(actions[1], MarkNodes) and not any(isinstance(a, Move) for a in actions)
     # the survivor's success is the job's success
-    survivor_done = two_seen(None, first_result=result(Outcome.SUCCEEDED))
+    clean = ImageContents(job_id="job-1", job_name="train", attempt=1)
+    survivor_done = two_seen(None, first_result=result(Outcome.SUCCEEDED, image=clean))
     dropped = [two_nodes()[0], replace(two_nodes()[1], state="lost")]
     assert run(job(S.RUNNING), survivor_done, dropped, settings=elastic)[0] == Move(
-        S.IMAGING, "training succeeded; creating the image"
+        S.IMAGING, f"training succeeded; creating the image: {clean.describe()}"
     )
 
 
 def test_a_reserved_pool_member_is_never_terminated() -> None:
-    pool_node = replace(node(), charge_type="PREPAID")
+    pool_node = replace(node(), charge_type=ChargeType.RESERVED)
     stale = status(at=NOW - SETTINGS.recovery.heartbeat_stale_after - 1)
     actions = run(job(S.RUNNING), seen(instance(), stale), [pool_node])
     assert not any(isinstance(a, Terminate) for a in actions)
@@ -334,7 +346,7 @@ def test_an_agent_that_went_quiet_gets_new_keys_before_its_heartbeat_is_stale() 
 def test_a_failed_image_is_deleted_and_the_job_succeeds_without_it() -> None:
     from orchestrator.lifecycle.actions import DiscardImage
 
-    failed = ImageView("img-00000001", "n", "CREATEFAILED", "PRIVATE_IMAGE", "", {})
+    failed = ImageView("img-00000001", "n", ImageState.CREATEFAILED, "PRIVATE_IMAGE", "", {})
     actions = run(job(S.IMAGING, image_id="img-00000001"), replace(seen(instance()), image=failed))
     assert actions[0] == DiscardImage("img-00000001")
     assert isinstance(actions[1], Move) and actions[1].outcome == S.SUCCEEDED

@@ -51,7 +51,7 @@ def test_builtin_policies_mean_what_their_names_say() -> None:
     on_demand = load_policy("recovery", "on-demand-only", [BUILTIN_DIR]).fallback_to_on_demand
     assert on_demand is not None and on_demand.after_preemptions == 1 and on_demand.after_minutes == 0
     pool = load_policy("pool", "default", [BUILTIN_DIR])
-    assert isinstance(pool, PoolPolicy) and (pool.when_busy, pool.wait_timeout, pool.reset) == ("wait", 1800, "reimage")
+    assert isinstance(pool, PoolPolicy) and (pool.when_busy, pool.wait_timeout) == ("wait", 1800)
 
 
 def test_policies_next_to_the_spec_come_first(tmp_path: Path) -> None:
@@ -125,9 +125,10 @@ def test_recovery_policy_checks(tmp_path: Path, text: str, expected: str) -> Non
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("when_busy: queue\nreset: reimage\n", "when_busy: 'queue' is not one of 'wait', 'on-demand', 'fail'"),
-    ("when_busy: wait\nreset: wipe\n", "reset: 'wipe' is not one of 'reimage', 'wipe-data-disk'"),
-    ("", "the file is empty. a pool policy needs at least: when_busy, reset"),
+    ("when_busy: queue\n", "when_busy: 'queue' is not one of 'wait', 'on-demand', 'fail'"),
+    ("when_busy: wait\nreset: reimage\n",
+     "reset: unknown field. valid fields here: description, when_busy, wait_timeout"),
+    ("", "the file is empty. a pool policy needs at least: when_busy"),
 ])
 def test_pool_policy_checks(tmp_path: Path, text: str, expected: str) -> None:
     path = _write(tmp_path / "pool" / "p.yaml", text)

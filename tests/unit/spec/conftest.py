@@ -28,7 +28,6 @@ setup: ["pip install -r requirements.txt"]
 data:
   - source: cos://datasets-1250000000/mnist
     target: mnist
-    emulator_seed: dataset/
 train:
   command: python train.py --epochs 3
   nproc_per_node: auto

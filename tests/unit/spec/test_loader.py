@@ -17,7 +17,6 @@ def test_full_spec_loads_and_round_trips_through_json(write_spec: Callable[[str]
     assert spec.instance.type == "GN7.2XLARGE32"
     assert spec.data[0].source == CosUri("datasets-1250000000", "mnist/")
     assert str(spec.checkpoints.upload_to) == "cos://bucket-1250000000/prefix/"
-    assert spec.data[0].emulator_seed == "dataset"
     assert spec.train.env == {"NCCL_DEBUG": "WARN", "EPOCHS": "3"}
     assert (spec.train.hang_timeout, spec.teardown.keep_for, spec.limits.max_runtime) == (1800, 1800, 5400)
     assert spec.tags["项目组"] == "视觉"
@@ -124,8 +123,8 @@ ERROR_CASES = [
     (["credentials=role:"], "credentials: 'role:' is not valid: 'sts' or 'role:<CamRoleName>', e.g. role:cvmjob-train"),
     (["storage.bucket=cvmjob"], "storage.bucket: bucket 'cvmjob' does not end in -<appid>, your account's APPID "
                                 "(e.g. cvmjob-1250000000)"),
-    (["image.name=Ubuntu"], "image: set exactly one of id (e.g. id: img-487zeit5) or name"),
-    (["image=img-487zeit5"], "image: expected a mapping with fields id, name, got 'img-487zeit5'"),
+    (["image.name=Ubuntu"], "image: set exactly one of id (e.g. id: img-487zeit5), name or from_job (a job name)"),
+    (["image=img-487zeit5"], "image: expected a mapping with fields id, name, from_job, got 'img-487zeit5'"),
     (["outputs.dir=checkpoints"], "outputs.dir: 'checkpoints' is also checkpoints.dir. use different folders"),
     (["data.1={source: 'cos://other-1250000000/', target: mnist}"],
      "data.1.target: 'mnist' is already the target of data.0"),

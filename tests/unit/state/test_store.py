@@ -28,9 +28,19 @@ def test_migrations_are_named_and_applied_once(tmp_path: Path) -> None:
     new_store(tmp_path)
     again = Store(tmp_path / "state.db")  # reopening applies nothing twice
     names = [r["name"] for r in again._db().execute("SELECT name FROM migrations ORDER BY name")]
-    assert names == ["0001_initial", "0002_job_source_dir", "0003_reserved_pool"]
+    assert names == ["0001_initial", "0002_job_source_dir", "0003_reserved_pool", "0004_drop_emulator_seed"]
     job = again.get("job-1")
     assert job is not None and job.source_dir == "/src" and job.state == JobState.PENDING
+
+
+def test_a_stored_spec_loses_the_retired_emulator_seed_field(tmp_path: Path) -> None:
+    store = new_store(tmp_path)
+    spec = '{"name": "demo", "data": [{"source": "cos://b-1250000000/d/", "target": "d", "emulator_seed": "x/"}]}'
+    with store._db() as db:  # as a store written before 0004 left it
+        db.execute("UPDATE jobs SET spec_json = ? WHERE job_id = 'job-1'", (spec,))
+        db.execute("DELETE FROM migrations WHERE name = '0004_drop_emulator_seed'")
+    job = Store(tmp_path / "state.db").get("job-1")
+    assert job is not None and job.spec["data"] == [{"source": "cos://b-1250000000/d/", "target": "d"}]
 
 
 def test_transitions_are_fenced_checked_and_logged(tmp_path: Path) -> None:

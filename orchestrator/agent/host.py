@@ -1,0 +1,46 @@
+"""What the host tells the agent about itself: where "/" is, its local disks, its GPUs, its network. The only
+module of the agent that reads it.
+
+On Tencent Cloud the host says nothing: "/" is "/", local NVMe disks are found under /dev (nvme.py), GPUs through
+``nvidia-smi`` (gpus.py) and the node's address from the metadata service (rendezvous.py). A sandboxed instance
+of the local emulator cannot chroot and shares the machine's loopback, so it says all four in its environment;
+the rest of the agent asks here and never knows which of the two it runs on.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+_CPU_ONLY = "cpu-only"
+
+
+@dataclass(frozen=True)
+class Host:
+    root: Path
+    """The instance's "/"."""
+    local_disks: tuple[Path, ...] | None
+    """The local disks as folders, when the host lists them; None: look for NVMe devices."""
+    gpus: tuple[str, ...] | None
+    """The GPUs the instance got, when the host lists them (empty: none); None: ask nvidia-smi."""
+    loopback_only: bool
+    """Instances reach each other only on 127.0.0.1 (they share one machine's network)."""
+
+
+def current() -> Host:
+    env = os.environ
+    root = env.get("TENCENTCLOUD_EMULATOR_ROOT")
+    disks = env.get("TENCENTCLOUD_EMULATOR_LOCAL_DISKS")
+    gpus = env.get("TENCENTCLOUD_EMULATOR_GPUS")
+    return Host(
+        root=Path(root or "/"),
+        local_disks=None if disks is None else tuple(Path(d.strip()) for d in disks.split(",") if d.strip()),
+        gpus=None if gpus is None else () if gpus.strip() == _CPU_ONLY else tuple(
+            g.strip() for g in gpus.split(",") if g.strip()),
+        loopback_only=root is not None,
+    )
+
+
+def instance_root() -> Path:
+    return current().root
