@@ -5,13 +5,18 @@ Layout, under ``<state-dir>/instances/<instance-id>/``:
                 ``tmp/``, ``etc/``, ``var/log/cloud-init-output.log``, ``var/lib/cloud/...``
   ``nvme0/`` …  local NVMe disks, for types that have them (HCCPNV4h); they are not part of images.
 
-Boot, cloud-init style (shared/reference/tencent-cloud-api.md §5). Each boot runs one shell as the leader of a new
-process group (see processes.py), stdout and stderr appended to ``system/var/log/cloud-init-output.log``, cwd HOME:
-  1. every executable file in ``system/var/lib/cloud/scripts/per-boot/``, in name order (cloud-init's
-     scripts-per-boot; like cloud-init, a non-executable file is skipped with a line in the log);
+Boot, as cloud-init boots a Tencent public Linux image (shared/reference/tencent-cloud-api.md §5, "User-data and
+cloud-init"; cloud-init's scripts-per-boot and scripts-user modules). Each boot runs one shell as the leader of a
+new process group (see processes.py), stdout and stderr appended to ``system/var/log/cloud-init-output.log``, cwd
+HOME:
+  1. at every boot, every executable file in ``system/var/lib/cloud/scripts/per-boot/``, in name order (like
+     cloud-init, a non-executable file is skipped with a line in the log). That includes the first boot of an
+     instance launched from a custom image: the image is a copy of the system disk, per-boot directory and all, so
+     whatever per-boot scripts the imaged instance had run on the new instance too;
   2. on the instance's first boot, and on the first boot after ResetInstance, the UserData (base64-decoded into
-     ``system/var/lib/cloud/instance/user-data.txt``): executed directly when it starts with ``#!``, as
-     cloud-init runs a user script, otherwise with ``bash``. ``#cloud-config`` documents are not interpreted.
+     ``system/var/lib/cloud/instance/user-data.txt``; after ResetInstance the new UserData if one was given):
+     executed directly when it starts with ``#!``, as cloud-init runs a user script, otherwise with ``bash``.
+     ``#cloud-config`` documents are not interpreted.
 Later boots (StartInstances, RebootInstances, an emulator restart) run only the per-boot scripts.
 
 The environment, a contract the orchestrator's agent relies on (nothing is inherited from the emulator):
