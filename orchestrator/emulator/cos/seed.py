@@ -59,7 +59,10 @@ async def seed(
         target = store.bucket(bucket, region)
     for source, key in files:
         # Hashing and copying block: off the event loop; the commit runs on it (storage.py's single writer).
-        body = await asyncio.to_thread(transfer.ingest, source, store.new_data_path())
+        try:
+            body = await asyncio.to_thread(transfer.ingest, source, store.new_data_path())
+        except OSError as exc:  # the files before it stay seeded
+            raise SeedError(f"cannot read {source}: {exc.strerror or exc}") from exc
         store.put_object(target, key, body, {}, now())
         answer["files"] += 1
         answer["bytes"] += body.size

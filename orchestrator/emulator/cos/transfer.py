@@ -35,7 +35,8 @@ _PACE_STEPS_PER_SECOND = 20
 
 
 class _Sink:
-    """One body being received: its file and running digests. Chunks arrive in order, one at a time."""
+    """One body being received: its file and running digests. Chunks arrive in order, one at a time. As a context
+    manager it closes the file, and removes it if the block fails."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -58,9 +59,13 @@ class _Sink:
         with self._lock:
             self.file.close()
 
-    def abandon(self) -> None:
+    def __enter__(self) -> _Sink:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self.close()
-        self.path.unlink(missing_ok=True)
+        if kind is not None:
+            self.path.unlink(missing_ok=True)
 
     def body(self) -> Body:
         return Body(self.path, self.size, f'"{self.md5.hexdigest()}"', self.crc)
@@ -96,11 +101,10 @@ async def receive(request: web.Request, path: Path, fault: CosFault | None) -> B
     loop = asyncio.get_running_loop()
     pace = _pace_for(fault)
     reset_at = _reset_after(fault)
-    sink = _Sink(path)
     pending: asyncio.Future[None] | None = None
     buffer = bytearray()
     received = 0
-    try:
+    with _Sink(path) as sink:
         while True:
             if reset_at is not None and received >= reset_at:
                 reset_connection(request)
@@ -121,24 +125,14 @@ async def receive(request: web.Request, path: Path, fault: CosFault | None) -> B
             await loop.run_in_executor(None, sink.absorb, buffer)
         else:
             sink.absorb(buffer)
-    except BaseException:
-        sink.abandon()
-        raise
-    sink.close()
     return sink.body()
 
 
 def ingest(source: Path, path: Path) -> Body:
     """Copy a local file to ``path`` with the digests a PUT of its bytes gets (blocking: call it in a thread)."""
-    sink = _Sink(path)
-    try:
-        with source.open("rb") as file:
-            while chunk := file.read(CHUNK):
-                sink.absorb(chunk)
-    except BaseException:
-        sink.abandon()
-        raise
-    sink.close()
+    with _Sink(path) as sink, source.open("rb") as file:
+        while chunk := file.read(CHUNK):
+            sink.absorb(chunk)
     return sink.body()
 
 
