@@ -30,6 +30,7 @@ test: install clients lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
 
 demo: install
+	$(VENV)/bin/cvmjob emulator seed jobs/quickstart/dataset cos://cvmjob-examples-1250000000/quickstart/
 	$(VENV)/bin/cvmjob run jobs/quickstart/job.yaml
 
 clean:

@@ -1,21 +1,56 @@
-"""``cvmjob emulator serve``: the local Tencent Cloud, the very server and parser of ``python -m orchestrator.emulator``
-(its options are listed by ``cvmjob emulator serve --help``)."""
+"""``cvmjob emulator serve|seed``: the local Tencent Cloud, the very server and parser of
+``python -m orchestrator.emulator`` (their options are listed by ``cvmjob emulator serve --help`` and
+``cvmjob emulator seed --help``)."""
 
 from __future__ import annotations
 
+import os
+
 import typer
+
+from .. import api, embedded
+from ..home import state_db
+from ..state.store import Store
 
 emulator_app = typer.Typer(no_args_is_help=True, help="The local Tencent Cloud emulator.")
 
+_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
-@emulator_app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    add_help_option=False,
-)
-def serve(ctx: typer.Context) -> None:
-    """Serve CVM, VPC, STS, billing, COS and instance metadata on one port (--state-dir DIR [--port P] ...)."""
+
+def _emulator_main(argv: list[str]) -> int:
     # Imported here: the server (aiohttp and every emulated service) cost every other `cvmjob` command a third of
     # its start-up time.
     from ..emulator.cli import main
 
-    raise typer.Exit(main(["serve", *ctx.args], prog="cvmjob emulator"))
+    return main(argv, prog="cvmjob emulator")
+
+
+@emulator_app.command(context_settings=_PASS_THROUGH, add_help_option=False)
+def serve(ctx: typer.Context) -> None:
+    """Serve CVM, VPC, STS, billing, COS and instance metadata on one port (--state-dir DIR [--port P] ...)."""
+    raise typer.Exit(_emulator_main(["serve", *ctx.args]))
+
+
+@emulator_app.command(context_settings=_PASS_THROUGH, add_help_option=False)
+def seed(ctx: typer.Context) -> None:
+    """Copy a local folder into a bucket of the emulator, for examples (FOLDER cos://BUCKET/PREFIX/ [--force]).
+    The emulator is the one at --endpoint, else at CVMJOB_ENDPOINT, else the embedded one (started for this)."""
+    args = list(ctx.args)
+    if "-h" in args or "--help" in args or any(a == "--endpoint" or a.startswith("--endpoint=") for a in args):
+        raise typer.Exit(_emulator_main(["seed", *args]))
+    endpoint = os.environ.get("CVMJOB_ENDPOINT")
+    if endpoint:
+        # The admin API takes the account's SecretKey, which a user of CVMJOB_ENDPOINT has in the usual variable.
+        key = os.environ.get("TENCENTCLOUD_SECRET_KEY")
+        mine = [] if key is None or any(a.startswith("--secret-key") for a in args) else ["--secret-key", key]
+        raise typer.Exit(_emulator_main(["seed", "--endpoint", endpoint, *mine, *args]))
+    try:
+        local = embedded.ensure_running()
+    except embedded.EmulatorDidNotStart as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        code = _emulator_main(["seed", "--endpoint", local.endpoint, *args])
+    finally:
+        api.release_embedded(Store(state_db()))  # the seeded objects stay in its state directory
+    raise typer.Exit(code)

@@ -87,13 +87,13 @@ def show_plan(report: PlanReport) -> None:
 
 
 # -- status --------------------------------------------------------------------------------------------------
-def phases(events: list[Event]) -> list[tuple[str, float, float | None]]:
-    """(state, entered, left) for each transition."""
+def phases(events: list[Event]) -> list[tuple[str, float, float | None, str]]:
+    """(state, entered, left, why it was entered) for each transition."""
     transitions = [e for e in events if e.kind == "transition" and e.to_state]
     out = []
     for i, e in enumerate(transitions):
         left = transitions[i + 1].at if i + 1 < len(transitions) else None
-        out.append((str(e.to_state), e.at, left))
+        out.append((str(e.to_state), e.at, left, e.detail))
     return out
 
 
@@ -132,7 +132,7 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         "cost_cny": job.cost_cny,
         "bill": accounting(nodes),
         "image_id": job.image_id,
-        "phases": [{"state": s, "entered_at": a, "left_at": b} for s, a, b in phases(events)],
+        "phases": [{"state": s, "entered_at": a, "left_at": b, "reason": why} for s, a, b, why in phases(events)],
         "nodes": [
             {
                 "attempt": n.attempt,
@@ -161,7 +161,7 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
     table = Table(title="phases", title_justify="left")
     for column in ("state", "entered", "took"):
         table.add_column(column)
-    for state, entered, left in phases(events):
+    for state, entered, left, _ in phases(events):
         table.add_row(state, when(entered), duration((left or time.time()) - entered) if left else "")
     console.print(table)
     if nodes:
@@ -237,7 +237,7 @@ class Progress:
 
 def summary(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> None:
     console.rule(f"{job.job_id}: {job.state.value}")
-    for state, entered, left in phases(events):
+    for state, entered, left, _ in phases(events):
         if left is not None:
             console.print(f"  {state:<14} {duration(left - entered)}")
     bill = accounting(nodes)

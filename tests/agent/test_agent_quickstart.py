@@ -12,8 +12,9 @@ from tests.emulator.cvm_support import call, wait_state
 
 
 def test_quickstart_survives_a_reboot_and_the_next_attempt_resumes_without_syncing(agent_job: AgentJob) -> None:
+    # No snapshot after the first: a node cleaned for an image keeps no data for a next attempt (agent/seal.py).
     first = agent_job.config(1, command=f"python paced.py 0.05 --steps 100 {LIGHT}", extra_files=PACED,
-                             checkpoints={"interval_steps": 10})
+                             checkpoints={"interval_steps": 10}, snapshot={"enabled": False})
     second = agent_job.config(2, command=f"python train.py --steps 110 {LIGHT}", checkpoints={"interval_steps": 10})
     instance_id = agent_job.launch(first, second)
 

@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 
 from orchestrator.emulator.config import DEFAULT_SECRET_ID
+from orchestrator.spec import load_spec
 from tests.emulator.conftest import REGION, make_cos
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "jobs" / "quickstart" / "job.yaml"
+QUICKSTART_DATA = load_spec(QUICKSTART).data[0].source
 E2E_SECRET_KEY = "e2e" + secrets.token_hex(16)
 
 
@@ -91,8 +93,14 @@ def e2e_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorP
 @pytest.fixture
 def cli(e2e_emulator: EmulatorProcess, tmp_path: Path) -> Cli:
     e2e_emulator.admin.reset()
+    seed_quickstart(e2e_emulator)
     os.environ.pop("CVMJOB_HOME", None)
     return Cli(e2e_emulator, tmp_path / "cvmjob-home")
+
+
+def seed_quickstart(emulator: EmulatorProcess) -> None:
+    """The quickstart's dataset where its spec reads it, as the README's `cvmjob emulator seed` puts it."""
+    emulator.admin.seed(QUICKSTART_DATA.bucket, QUICKSTART_DATA.prefix, QUICKSTART.parent / "dataset")
 
 
 def cos_keys(emulator: EmulatorProcess, bucket: str, prefix: str = "") -> list[str]:

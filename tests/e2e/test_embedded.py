@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import QUICKSTART, REPO
+from tests.e2e.conftest import QUICKSTART, QUICKSTART_DATA, REPO
 from tests.emulator_process import clean_env
 
 pytestmark = pytest.mark.e2e
@@ -25,6 +25,17 @@ def test_without_credentials_the_embedded_emulator_runs_the_job_and_serves_its_l
     def cvmjob(*args: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "orchestrator.cli.main", *args]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
+
+    # The README's quick start: the emulator's own command seeds the example data; cvmjob itself never does.
+    destination = f"cos://{QUICKSTART_DATA.bucket}/{QUICKSTART_DATA.prefix}"
+    seeded = cvmjob("emulator", "seed", str(QUICKSTART.parent / "dataset"), destination)
+    files = len(list((QUICKSTART.parent / "dataset").iterdir()))
+    assert seeded.returncode == 0 and seeded.stdout.startswith(f"seeded {files} files"), seeded.stdout + seeded.stderr
+    assert not server_info.exists(), "the embedded emulator started for `emulator seed` was left running"
+    again = cvmjob("emulator", "seed", str(QUICKSTART.parent / "dataset"), destination)
+    assert "already holds objects: nothing seeded" in again.stdout, again.stdout + again.stderr
+    missing = cvmjob("emulator", "seed", str(tmp_path / "nowhere"), destination)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr
 
     short = ("--set", "snapshot.enabled=false", "--set", "train.command=python train.py --steps 12")
     run = cvmjob("run", str(QUICKSTART), *short)

@@ -149,7 +149,7 @@ BAD_SPECS = {
     "unknown instance type": (["--set", "instance.type=GN7.2XLARGE23"], "instance.type", "GN7.2XLARGE32"),
     "malformed COS URI": (["--set", "data.0.source=s3://bucket/x/"], "data.0.source", "cos://"),
     "missing bucket": (
-        ["--set", "data.0.source=cos://missing-1250000000/x/", "--set", "data.0.emulator_seed=null"],
+        ["--set", "data.0.source=cos://missing-1250000000/x/"],
         "data.0.source",
         "missing-1250000000 does not exist",
     ),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from orchestrator.contract import Outcome, Phase, Result, Status
+from orchestrator.contract import ImageContents, Outcome, Phase, Result, Status
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.decide import decide
 from orchestrator.lifecycle.machine import JobState, check_transition
@@ -191,8 +191,11 @@ class World:
         if a.stop is not None and a.stop[1] < end[1]:
             end = a.stop
         if self.now >= end[1]:
+            # Like the real agent (agent/seal.py), a succeeded node 0 says what it left for the image.
+            sealed = ImageContents(job_id="model", job_name="model", attempt=inst.attempt) \
+                if end[0] == Outcome.SUCCEEDED and inst.node == 0 else None
             a.result = Result(attempt=inst.attempt, node_rank=inst.node, instance_id=inst.instance_id,
-                              outcome=end[0], exit_code=0, reason="model", time=end[1])
+                              outcome=end[0], exit_code=0, reason="model", time=end[1], image=sealed)
 
     def status_of(self, inst: Instance) -> Status | None:
         a = inst.agent
