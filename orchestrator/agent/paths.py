@@ -38,10 +38,14 @@ def per_boot_script(job_id: str) -> Path:
     return host.instance_root() / "var" / "lib" / "cloud" / "scripts" / "per-boot" / f"cvmjob-agent-{job_id}.sh"
 
 
-def user_data_copies() -> list[Path]:
-    """cloud-init's copies of the UserData (the bootstrap, with its presigned URLs) for the current instance."""
-    instance = host.instance_root() / "var" / "lib" / "cloud" / "instance"
-    return [instance / "user-data.txt", instance / "user-data.txt.i", instance / "scripts"]
+def cloud_init_traces() -> list[Path]:
+    """cloud-init's copies of the UserData (the bootstrap, with its presigned URLs) for the current instance, and
+    its logs of the boots that ran it: what ``cloud-init clean --logs`` removes before an image is made."""
+    root = host.instance_root()
+    instance = root / "var" / "lib" / "cloud" / "instance"
+    logs = root / "var" / "log"
+    return [instance / "user-data.txt", instance / "user-data.txt.i", instance / "scripts",
+            logs / "cloud-init-output.log", logs / "cloud-init.log"]
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ cloud-init runs every per-boot script at every boot, the first boot of an instan
 included (shared/reference/tencent-cloud-api.md §5), so an image that kept the job's per-boot link would start
 the old job's agent on every machine made from it, with the job's keys and presigned URLs at hand. What goes:
 the per-boot link (first: from then on no boot starts this agent), cloud-init's copies of the UserData (the
-bootstrap and its URLs), the job's folder (agent.json with its keys, the agent, logs, the workdir with its
-checkpoints and outputs, all already in COS) and, unless ``snapshot.include_data``, the synced data when it is
-on the system disk. What stays is what setup installed. ``/opt/cvmjob/image.json`` says so, on the disk.
+bootstrap and its URLs) and its logs of the job's boots, the job's folder (agent.json with its keys, the agent,
+logs, the workdir with its checkpoints and outputs, all already in COS) and, unless ``snapshot.include_data``,
+the synced data when it is on the system disk. What stays is what setup installed. ``/opt/cvmjob/image.json``
+says so, on the disk.
 
 The running agent needs none of it any more: its config, keys and code are in memory, its last logs are
 shipped; only result.json is still to be written, and it is written to COS alone (a local copy would be in the
@@ -23,7 +24,7 @@ from orchestrator.contract import AgentConfig, ImageContents
 from orchestrator.spec.models import JobSpec
 
 from . import host, nvme
-from .paths import image_manifest, job_dir, per_boot_script, user_data_copies, write_atomically
+from .paths import cloud_init_traces, image_manifest, job_dir, per_boot_script, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ def seal_for_image(cfg: AgentConfig, spec: JobSpec) -> ImageContents:
     contents = ImageContents(job_id=cfg.job_id, job_name=cfg.job_name, attempt=cfg.attempt, setup=list(spec.setup))
     try:
         remove(per_boot_script(cfg.job_id))
-        for copy in user_data_copies():
-            remove(copy)
+        for trace in cloud_init_traces():
+            remove(trace)
         remove(job_dir(cfg.job_id))
         data = nvme.data_root(cfg.job_id)
         if nvme.on_system_disk() and data.exists():
