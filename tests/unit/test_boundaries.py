@@ -1,0 +1,109 @@
+"""The boundaries of the house, checked on the source: the product does not know the emulator, and Tencent's
+vocabulary stays in the provider (issue 9). Each check lists what breaks it, file and line."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from orchestrator.contract import Outcome, Phase
+from orchestrator.lifecycle.machine import JobState
+from orchestrator.providers.tencent import _sdk
+from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState, StockStatus
+
+PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
+PROVIDER = PACKAGE / "providers" / "tencent"
+EMULATOR = PACKAGE / "emulator"
+HOST_MODULE = PACKAGE / "agent" / "host.py"
+
+WIRE_WORDS = {m.value for enum in (ChargeType, InstanceState, ImageState, StockStatus) for m in enum} - {"UNKNOWN"}
+# Our own states that happen to be spelt like Tencent's (PENDING, RUNNING): as values of our enums they are ours;
+# compared with something, they are still flagged.
+OURS = {m.value for enum in (JobState, Phase, Outcome) for m in enum}
+ERROR_CODES = {code for name, table in vars(_sdk).items() if name.endswith("_PREFIXES") for code in table}
+
+
+def _product_modules() -> Iterator[Path]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if not path.is_relative_to(PROVIDER) and not path.is_relative_to(EMULATOR):
+            yield path
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                ids.add(id(first.value))
+    return ids
+
+
+def _strings(tree: ast.AST) -> Iterator[ast.Constant]:
+    skip = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            yield node
+
+
+def _compared(tree: ast.AST) -> Iterator[ast.Constant]:
+    """String constants that are an operand of a comparison, alone or inside a tuple, list or set."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left, *node.comparators]:
+                items = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+                yield from (i for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str))
+
+
+def _is_error_code(text: str) -> bool:
+    return any(text == code or text.startswith(code + ".") for code in ERROR_CODES)
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'lineno', '?')}"
+
+
+def test_no_wire_string_outside_the_provider_and_the_emulator() -> None:
+    found = []
+    for path in _product_modules():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in _strings(tree):
+            distinctive = node.value in WIRE_WORDS - OURS
+            if distinctive or _is_error_code(node.value):
+                found.append(f"{_where(path, node)}: {node.value!r}")
+        found += [f"{_where(path, n)}: compares {n.value!r}" for n in _compared(tree) if n.value in WIRE_WORDS]
+    assert found == [], "Tencent's words outside providers/tencent (use the vocabulary's members):\n" + "\n".join(found)
+
+
+def test_the_check_finds_a_wire_string() -> None:
+    source = 'def f(i):\n    """RUNNING here is prose."""\n    return i.state == "RUNNING" or i.c == "SPOTPAID"\n'
+    tree = ast.parse(source)
+    assert [n.value for n in _compared(tree)] == ["RUNNING", "SPOTPAID"]
+    assert [n.value for n in _strings(tree)] == ["RUNNING", "SPOTPAID"]
+    assert _is_error_code("ResourceInsufficient.SpecifiedInstanceType") and not _is_error_code("Resource")
+
+
+def test_only_the_agents_host_module_reads_what_the_emulator_tells_an_instance() -> None:
+    readers = [
+        f"{path.relative_to(PACKAGE.parent)}"
+        for path in _product_modules()
+        if path != HOST_MODULE and "TENCENTCLOUD_EMULATOR_" in path.read_text()
+    ]
+    assert readers == []
+
+
+def test_the_spec_has_no_emulator_field() -> None:
+    texts = {p: p.read_text() for p in (PACKAGE / "spec").rglob("*.py")}
+    assert [str(p) for p, text in texts.items() if "emulator" in text.lower()] == []
+
+
+def test_only_the_provider_imports_its_sdk_module() -> None:
+    importers = []
+    for path in _product_modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
+            if any(name.split(".")[-1] == "_sdk" or "._sdk" in name for name in names):
+                importers.append(_where(path, node))
+    assert importers == []
