@@ -33,6 +33,7 @@ from tencentcloud.vpc.v20170312 import models as vpc_models
 from tencentcloud.vpc.v20170312 import vpc_client
 
 from . import errors
+from .budget import ApiBudget
 from .keys import CredentialSource, RefreshingCredential
 
 T = TypeVar("T")
@@ -161,11 +162,13 @@ class TencentSdk:
         endpoint: str | None = None,
         appid: str | None = None,
         timeout: float = 30.0,
+        budget: ApiBudget | None = None,
     ) -> None:
         self.credential = credential
         self.region = region
         self.endpoint = endpoint
         self.appid = appid
+        self.budget = budget if budget is not None else ApiBudget()  # share one among connections of one account
         self._timeout = timeout
         self._clients: dict[str, Any] = {}
         self._cos: tuple[tuple[str, str, str | None], CosS3Client] | None = None
@@ -187,6 +190,7 @@ class TencentSdk:
         _, models = _PRODUCTS[service]
         request = getattr(models, f"{action}Request")()
         request._deserialize(params)
+        self.budget.acquire(service, action, self.region)
         try:
             response = getattr(self._client(service), action)(request)
         except TencentCloudSDKException as exc:

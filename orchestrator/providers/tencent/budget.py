@@ -1,0 +1,82 @@
+"""The API budget: a token bucket per (service, action, region), filled at 80 % of Tencent's published rate limits
+and split among the controllers sharing one store, so that a thousand jobs never earn a RequestLimitExceeded.
+
+Tencent counts limits per API, access region and sub-account (shared/reference/landscape-wave2.md §5.1, from
+https://cloud.tencent.com/document/api/213/15689): RunInstances, TerminateInstances, Start/Stop/RebootInstances
+and InquiryPriceRunInstances 10/s, the Describe* calls of instances and offerings 40/s, 20/s otherwise. The
+controllers of one store use one sub-account's keys, so each takes ``share`` of every bucket (1 / live replicas).
+A call waits for its token rather than fail: waiting is what Tencent's own advice for RequestLimitExceeded says.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+PUBLISHED_PER_SECOND: dict[tuple[str, str], float] = {
+    ("cvm", "RunInstances"): 10,
+    ("cvm", "TerminateInstances"): 10,
+    ("cvm", "StartInstances"): 10,
+    ("cvm", "StopInstances"): 10,
+    ("cvm", "RebootInstances"): 10,
+    ("cvm", "InquiryPriceRunInstances"): 10,
+    ("cvm", "DescribeInstancesOperationLimit"): 10,
+    ("cvm", "DescribeInstances"): 40,
+    ("cvm", "DescribeInstancesStatus"): 40,
+    ("cvm", "DescribeInstanceTypeConfigs"): 40,
+    ("cvm", "DescribeZoneInstanceConfigInfos"): 40,
+}
+DEFAULT_PER_SECOND = 20.0
+HEADROOM = 0.8  # of the published limit: other tools (the console, tccli, a CI job) share the sub-account
+
+
+def rate_of(service: str, action: str) -> float:
+    """This client's full rate for an action, before the split among controllers."""
+    return PUBLISHED_PER_SECOND.get((service, action), DEFAULT_PER_SECOND) * HEADROOM
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+@dataclass
+class ApiBudget:
+    """Thread-safe: every job's calls of one controller draw from the same buckets."""
+
+    share: Callable[[], float] = lambda: 1.0  # this controller's part of each bucket: 1 / live controllers
+    now: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    _buckets: dict[tuple[str, str, str], _Bucket] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    waited: float = 0.0  # seconds callers spent waiting for tokens, for benchmarks and logs
+
+    def acquire(self, service: str, action: str, region: str) -> None:
+        """Take one token, waiting for it when the bucket is empty."""
+        while True:
+            delay = self._take(service, action, region)
+            if delay <= 0:
+                return
+            self.sleep(delay)
+            with self._lock:
+                self.waited += delay
+
+    def _take(self, service: str, action: str, region: str) -> float:
+        """0 when a token was taken, else the seconds until one will be there."""
+        rate = rate_of(service, action) * max(0.0, min(1.0, self.share()))
+        if rate <= 0:
+            return 1.0
+        with self._lock:
+            now = self.now()
+            # A bucket holds one token: calls are spaced 1/rate apart, so no window of a second ever holds more
+            # than the rate (a bucket of a second's tokens let a burst after a quiet spell reach twice it).
+            bucket = self._buckets.setdefault((service, action, region), _Bucket(1.0, now))
+            bucket.tokens = min(1.0, bucket.tokens + (now - bucket.at) * rate)
+            bucket.at = now
+            if bucket.tokens >= 1:
+                bucket.tokens -= 1
+                return 0.0
+            return (1 - bucket.tokens) / rate
