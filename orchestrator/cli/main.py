@@ -19,9 +19,10 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import api, embedded
+from ..controller.drive import drive
+from ..controller.engine import Controls
 from ..home import HomeError, state_db
 from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
-from ..lifecycle.reconcile import Controls, drive
 from ..plan.planner import PlanError
 from ..pool import PoolError
 from ..providers.tencent.errors import CloudError

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -96,7 +95,6 @@ class Executor:
     source_dir: Path
     now: Callable[[], float] = time.time
     emit: Emit = lambda kind, message: None
-    interrupted: threading.Event = field(default_factory=threading.Event)
     _keys_expire: dict[int, float] = field(default_factory=dict)
     _quiet_rotations: dict[int, float] = field(default_factory=dict)
     _told: str = ""  # the reason of the last Wait told to the user, while it lasts
@@ -440,10 +438,10 @@ class Executor:
         return True
 
     def _Wait(self, action: Wait) -> bool:
+        """Says a wait worth telling, once while it lasts; the engine schedules the next look."""
         if action.tell and action.reason != self._told:
             self.emit("wait", action.reason)
         self._told = action.reason if action.tell else ""
-        self.interrupted.wait(action.seconds)
         return False
 
     # -- images --------------------------------------------------------------------------------------------

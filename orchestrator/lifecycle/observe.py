@@ -1,13 +1,19 @@
-"""observe: one look at the cloud and at the agents' documents for a job.
+"""observe: one look at the cloud and at the agents' documents, for one job or for many at once.
 
 Instances are matched to nodes by their tags (``cvmjob:attempt``, ``cvmjob:node``): the cloud's tags are the
 truth, so an instance created just before a controller crash is found again. Tag binding is asynchronous on
 Tencent Cloud (reference §1.1), so recorded ids the tag lookup misses are described by id before concluding
 they are gone.
+
+A controller holding many jobs looks at the cloud once per round for all of them (``look``): their tagged
+instances in a few DescribeInstances pages, the ids the tags missed in one more call per hundred, their images in
+one DescribeImages; then each job's agents are read (``observe_agents``). ``observe`` is both for one job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pydantic import ValidationError
@@ -23,32 +29,75 @@ from .observation import NodeSeen, Observation
 
 _Doc = TypeVar("_Doc", Status, Result, Manifest)
 _AGENT_STATES = (JobState.BOOTING, JobState.RUNNING, JobState.CANCELLING, JobState.RECOVERING)
+# Up to this many jobs, their instances are asked for by tag value (5 values a call); beyond, every instance
+# carrying the cvmjob:job tag is listed (100 a page) and those of other jobs are dropped.
+FEW_JOBS = 10
+
+
+@dataclass(frozen=True)
+class CloudLook:
+    """What one round saw of one job in the cloud."""
+
+    tagged: tuple[compute.InstanceView, ...] = ()
+    described: dict[str, compute.InstanceView] = field(default_factory=dict)  # recorded ids the tags missed
+    image: images.ImageView | None = None
+
+
+def _current(job: JobRecord, nodes: list[NodeRecord]) -> dict[int, NodeRecord]:
+    return {n.node: n for n in nodes if n.attempt == job.attempt}
+
+
+def look(sdk: TencentSdk, jobs: Sequence[tuple[JobRecord, list[NodeRecord]]]) -> dict[str, CloudLook]:
+    """One look at the cloud for these jobs (all of one account and region). Raises CloudError: a failed
+    lookup concludes nothing, for any of them."""
+    ids = [job.job_id for job, _ in jobs]
+    wanted = set(ids)
+    found = compute.find_by_tag_values(sdk, TAG_JOB, ids) if len(ids) <= FEW_JOBS else \
+        [i for i in compute.find_by_tag_key(sdk, TAG_JOB) if i.tags.get(TAG_JOB) in wanted]
+    tagged: dict[str, list[compute.InstanceView]] = {job_id: [] for job_id in ids}
+    for inst in found:
+        tagged[inst.tags[TAG_JOB]].append(inst)
+    missing = []
+    for job, nodes in jobs:
+        seen = {i.instance_id for i in tagged[job.job_id]}
+        missing += [r.instance_id for r in _current(job, nodes).values() if r.instance_id and r.instance_id not in seen]
+    described = compute.describe(sdk, missing) if missing else {}
+    image_ids = [job.image_id for job, _ in jobs if job.image_id]
+    found_images = images.describe(sdk, image_ids) if image_ids else {}
+    return {
+        job.job_id: CloudLook(
+            tuple(tagged[job.job_id]),
+            {r.instance_id: described[r.instance_id] for r in nodes if r.instance_id in described},
+            found_images.get(job.image_id) if job.image_id else None,
+        )
+        for job, nodes in jobs
+    }
 
 
 def observe(job: JobRecord, nodes: list[NodeRecord], sdk: TencentSdk, state: ObjectStore, now: float) -> Observation:
-    current = {n.node: n for n in nodes if n.attempt == job.attempt}
     try:
-        tagged = compute.find_by_tags(sdk, {TAG_JOB: job.job_id})
-        by_node: dict[int, compute.InstanceView] = {}
-        strays: list[compute.InstanceView] = []
-        for inst in tagged:
-            node = _node_of(inst, job.attempt)
-            record = current.get(node) if node is not None else None
-            if record is not None and node not in by_node and record.instance_id in (None, inst.instance_id):
-                by_node[record.node] = inst
-            else:
-                strays.append(inst)
-        missing = [r.instance_id for n, r in current.items() if r.instance_id and n not in by_node]
-        if missing:
-            described = compute.describe(sdk, missing)
-            for n, r in current.items():
-                if r.instance_id in described and n not in by_node:
-                    by_node[n] = described[r.instance_id]
-        image = None
-        if job.image_id:
-            image = images.describe(sdk, [job.image_id]).get(job.image_id)
+        cloud = look(sdk, [(job, nodes)])[job.job_id]
     except CloudError as exc:
         return Observation(now=now, cloud_ok=False, cloud_error=str(exc))
+    return observe_agents(job, nodes, cloud, state, now)
+
+
+def observe_agents(job: JobRecord, nodes: list[NodeRecord], cloud: CloudLook, state: ObjectStore,
+                   now: float) -> Observation:
+    """The job's observation from the round's look at the cloud and its agents' documents."""
+    current = _current(job, nodes)
+    by_node: dict[int, compute.InstanceView] = {}
+    strays: list[compute.InstanceView] = []
+    for inst in cloud.tagged:
+        node = _node_of(inst, job.attempt)
+        record = current.get(node) if node is not None else None
+        if record is not None and node not in by_node and record.instance_id in (None, inst.instance_id):
+            by_node[record.node] = inst
+        else:
+            strays.append(inst)
+    for n, r in current.items():
+        if n not in by_node and r.instance_id in cloud.described:
+            by_node[n] = cloud.described[r.instance_id]
 
     layout = JobLayout(job.job_id)
     agents_ok, agent_error = True, ""
@@ -67,7 +116,7 @@ def observe(job: JobRecord, nodes: list[NodeRecord], sdk: TencentSdk, state: Obj
         cloud_ok=True,
         nodes=tuple(seen),
         strays=tuple(strays),
-        image=image,
+        image=cloud.image,
         agents_ok=agents_ok,
         agents_error=agent_error,
     )

@@ -30,8 +30,8 @@ from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentClo
 from tencentcloud.cvm.v20170312 import models as cvm_models
 
 from orchestrator.contract import JobLayout
+from orchestrator.controller.drive import drive
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
-from orchestrator.lifecycle.reconcile import drive
 from orchestrator.providers.tencent.storage import crc64
 from tests.faults.harness import InstanceSampler, World
 

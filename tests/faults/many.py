@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orchestrator import api
+from orchestrator.controller.drive import drive
 from orchestrator.home import state_db
-from orchestrator.lifecycle.reconcile import drive
 from orchestrator.state.store import Store
 
 

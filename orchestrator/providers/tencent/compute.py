@@ -18,6 +18,7 @@ from .vocabulary import ChargeType, InstanceState
 
 # Tencent accepts at most 100 instance ids per call (TerminateInstances, DescribeInstances).
 MAX_IDS = 100
+MAX_FILTER_VALUES = 5  # DescribeInstances: at most 10 filters of at most 5 values each
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,15 @@ def find_by_tags(sdk: TencentSdk, tags: dict[str, str]) -> list[InstanceView]:
     """Every instance carrying all these tags (Tencent filters by one `tag:<key>` per filter)."""
     filters = [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
     return _described(sdk, {"Filters": filters})
+
+
+def find_by_tag_values(sdk: TencentSdk, key: str, values: list[str]) -> list[InstanceView]:
+    """Every instance whose tag ``key`` has one of ``values`` (a filter takes at most 5 values: one call per 5)."""
+    found: list[InstanceView] = []
+    for start in range(0, len(values), MAX_FILTER_VALUES):
+        chunk = values[start : start + MAX_FILTER_VALUES]
+        found += _described(sdk, {"Filters": [{"Name": f"tag:{key}", "Values": chunk}]})
+    return found
 
 
 def find_by_tag_key(sdk: TencentSdk, key: str) -> list[InstanceView]:

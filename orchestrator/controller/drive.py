@@ -1,0 +1,63 @@
+"""drive(): the engine holding one job until it ends, in this process (what `cvmjob run` and `cvmjob resume` do).
+
+A restarted controller calls the same function: everything it needs is in the store and the cloud.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+
+from ..lifecycle.execute import Emit
+from ..state.store import JobRecord, Store
+from ..tags import owner
+from .engine import LEASE_SECONDS, Controls, Engine, OnRound
+
+
+def controller_name() -> str:
+    """This process as a lease holder: owner, pid (so a dead holder of this machine is recognised) and a nonce."""
+    return f"{owner()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
+def _holder_is_dead(store: Store, job_id: str) -> bool:
+    """A lease held by a process of this machine that no longer exists (kill -9, power loss of the laptop) need
+    not be waited out: the pid is part of the holder's name."""
+    job = store.get(job_id)
+    if job is None or not job.lease_owner:
+        return False
+    parts = job.lease_owner.split("/")
+    if len(parts) != 3 or parts[0] != owner() or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return int(parts[1]) == os.getpid()
+
+
+def drive(
+    store: Store,
+    job_id: str,
+    *,
+    emit: Emit = lambda kind, message: None,
+    controls: Controls | None = None,
+    now: Callable[[], float] = time.time,
+    force_lease: bool = False,
+    on_round: OnRound | None = None,
+) -> JobRecord:
+    me = controller_name()
+    token = store.acquire(job_id, me, LEASE_SECONDS, now(), force=force_lease or _holder_is_dead(store, job_id))
+    engine = Engine(store, me, now=now, workers=1, raise_errors=True)
+    try:
+        engine.hold(job_id, token, emit=emit, controls=controls, on_round=on_round)
+        while True:
+            for job in engine.round():
+                if job.job_id == job_id:
+                    return job
+            engine.sleep()
+    finally:
+        engine.close()

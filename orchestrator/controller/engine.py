@@ -1,0 +1,276 @@
+"""The engine: drives every job it holds, one round at a time (design.md §7).
+
+A round looks at the cloud once per account and region for all the jobs that are due (``observe.look``), then
+steps each of them on a small pool of threads: read its agents' documents, decide (pure), execute. A job is due
+again when decide said (a ``Wait``: fast while it launches or recovers, slow while it trains), at once after any
+other action, or when woken. A step still running (an action retrying a throttled call) delays only its own job.
+Leases are renewed every third of their life; a job whose lease is gone (another controller took it) or whose
+step failed for good is dropped, never driven twice.
+
+``cvmjob run`` is this engine holding one job (``drive``); ``cvmjob controller`` is this engine claiming jobs from
+the store (controller/service.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..lifecycle.actions import Action, Move, Wait
+from ..lifecycle.decide import decide
+from ..lifecycle.execute import Emit, Executor, PermanentFailure
+from ..lifecycle.machine import JobState
+from ..lifecycle.observation import Observation
+from ..lifecycle.observe import CloudLook, look, observe_agents
+from ..lifecycle.settings import Settings, settings_from_json
+from ..plan.models import Plan
+from ..providers.tencent import TencentSdk
+from ..providers.tencent.budget import ApiBudget
+from ..providers.tencent.errors import CloudError, TransientError
+from ..providers.tencent.storage import ObjectStore
+from ..providers.tencent.vocabulary import ChargeType
+from ..spec.models import JobSpec
+from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store
+from ..target import Target, connect, reconnect
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 30.0
+TRANSIENT_PAUSE = 5.0  # after an action failed transiently beyond its retries
+IDLE_SECONDS = 1.0  # the longest the engine sleeps without a look at its jobs' wake-ups
+WAKE_POLL_SECONDS = 0.1  # how soon a signal handler's request (Controls) is noticed while sleeping
+
+
+@dataclass
+class Controls:
+    """How a user (or a signal handler) steers a driven job from outside the loop."""
+
+    interrupted: threading.Event = field(default_factory=threading.Event)  # wake up now
+    teardown_now: threading.Event = field(default_factory=threading.Event)  # skip the graceful cancel
+
+
+OnRound = Callable[[JobRecord, Observation | None], None]
+
+
+@dataclass
+class Held:
+    """A job this engine drives, with what acting on it needs."""
+
+    job_id: str
+    token: int
+    target: Target
+    sdk: TencentSdk
+    executor: Executor
+    settings: Settings
+    plan: Plan
+    controls: Controls
+    on_round: OnRound | None = None
+    due_at: float = 0.0
+    step: Future[None] | None = None
+
+    def reserved_placements(self) -> list[tuple[str, str]]:
+        return [(c.zone, c.instance_type) for c in self.plan.candidates if c.charge_type == ChargeType.RESERVED]
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        *,
+        now: Callable[[], float] = time.time,
+        workers: int = 8,
+        lease_seconds: float = LEASE_SECONDS,
+        raise_errors: bool = False,
+    ) -> None:
+        """``raise_errors``: a step's failure ends ``round()`` with it (one job in the foreground); otherwise the
+        job is dropped and logged (a service holding many)."""
+        self.store = store
+        self.owner = owner
+        self.now = now
+        self.lease_seconds = lease_seconds
+        self.raise_errors = raise_errors
+        self.share = 1.0  # of the API budget: 1 / live controllers of this store (service.py keeps it current)
+        self.budget = ApiBudget(share=lambda: self.share)
+        self.held: dict[str, Held] = {}
+        self.wake = threading.Event()
+        self._connections: dict[str, TencentSdk] = {}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cvmjob-job")
+        self._renewed = now()
+
+    # -- holding jobs ---------------------------------------------------------------------------------------
+    def hold(self, job_id: str, token: int, *, emit: Emit = lambda kind, message: None,
+             controls: Controls | None = None, on_round: OnRound | None = None) -> Held:
+        job = self.store.get(job_id)
+        assert job is not None
+        target = reconnect(Target.from_json(job.cloud))
+        sdk = self._connection(target)
+        plan = Plan.model_validate(job.plan)
+        controls = controls or Controls()
+        executor = Executor(
+            store=self.store,
+            token=token,
+            job_id=job_id,
+            target=target,
+            sdk=sdk,
+            state=ObjectStore(sdk, plan.state_bucket),
+            spec=JobSpec.model_validate(job.spec),
+            source_dir=Path(job.source_dir),
+            now=self.now,
+            emit=emit,
+        )
+        held = Held(job_id, token, target, sdk, executor, settings_from_json(job.settings), plan, controls, on_round)
+        self.held[job_id] = held
+        return held
+
+    def _connection(self, target: Target) -> TencentSdk:
+        """One connection per account, region and endpoint, shared by its jobs (and their API budget)."""
+        key = repr(sorted(target.to_json().items()))
+        sdk = self._connections.get(key)
+        if sdk is None:
+            sdk = connect(target)
+            sdk.budget = self.budget
+            self._connections[key] = sdk
+        return sdk
+
+    def drop(self, job_id: str) -> None:
+        held = self.held.pop(job_id, None)
+        if held is not None:
+            self.store.release(job_id, held.token)
+
+    def close(self) -> None:
+        """Wait for the steps in flight, then give back every lease (another controller may take them at once)."""
+        self._pool.shutdown(wait=True)
+        for job_id in list(self.held):
+            self.drop(job_id)
+
+    # -- rounds ---------------------------------------------------------------------------------------------
+    def round(self) -> list[JobRecord]:
+        """One look at every due job and a step for each; returns the jobs that ended (and are let go)."""
+        self._collect()
+        now = self.now()
+        records = {job_id: self.store.get(job_id) for job_id in self.held}
+        ended = [job for job in records.values() if job is not None and job.state.is_terminal()]
+        for job in ended:
+            held = self.held[job.job_id]
+            if held.on_round is not None:
+                held.on_round(job, None)
+            self.drop(job.job_id)
+        due = [
+            (self.held[job.job_id], job)
+            for job in records.values()
+            if job is not None and not job.state.is_terminal() and self._due(self.held[job.job_id], now)
+        ]
+        by_connection: dict[int, list[tuple[Held, JobRecord, list[NodeRecord]]]] = {}
+        for held, job in due:
+            by_connection.setdefault(id(held.sdk), []).append((held, job, self.store.nodes(job.job_id)))
+        for group in by_connection.values():
+            sdk = group[0][0].sdk
+            looks: dict[str, CloudLook] | CloudError
+            try:
+                looks = look(sdk, [(job, nodes) for _, job, nodes in group])
+            except CloudError as exc:
+                looks = exc
+            for held, job, nodes in group:
+                seen = looks if isinstance(looks, CloudError) else looks[job.job_id]
+                held.step = self._pool.submit(self._step, held, job, nodes, seen)
+                held.step.add_done_callback(lambda _: self.wake.set())
+        self._renew()
+        return ended
+
+    def sleep(self) -> None:
+        """Until a job is due, a step ends, a job's controls ask for it, or someone wakes the engine."""
+        idle = [h.due_at for h in self.held.values() if h.step is None]
+        until = min([self.now() + IDLE_SECONDS, *idle])
+        while (left := until - self.now()) > 0 and not self._asked():
+            if self.wake.wait(min(left, WAKE_POLL_SECONDS)):
+                break
+        self.wake.clear()
+
+    def _asked(self) -> bool:
+        return any(h.controls.interrupted.is_set() or h.controls.teardown_now.is_set() for h in self.held.values()
+                   if h.step is None)
+
+    def _due(self, held: Held, now: float) -> bool:
+        if held.step is not None:
+            return False
+        return held.due_at <= now or held.controls.interrupted.is_set() or held.controls.teardown_now.is_set()
+
+    def _collect(self) -> None:
+        """Finished steps: their failures, and the jobs to let go because of them."""
+        for job_id, held in list(self.held.items()):
+            step = held.step
+            if step is None or not step.done():
+                continue
+            held.step = None
+            failure = step.exception()
+            if failure is None:
+                continue
+            if self.raise_errors:
+                self.drop(job_id)
+                raise failure
+            log.error("job %s: dropped after %s: %s", job_id, type(failure).__name__, failure)
+            self.held.pop(job_id, None) if isinstance(failure, FencedOut) else self.drop(job_id)
+
+    def _renew(self) -> None:
+        if self.now() - self._renewed < self.lease_seconds / 3:
+            return
+        self._renewed = self.now()
+        for job_id, held in list(self.held.items()):
+            try:
+                self.store.renew(job_id, held.token, self.lease_seconds, self.now())
+            except FencedOut:
+                log.warning("job %s: another controller took its lease; letting it go", job_id)
+                self.held.pop(job_id, None)
+
+    # -- one job's step -------------------------------------------------------------------------------------
+    def _step(self, held: Held, job: JobRecord, nodes: list[NodeRecord], seen: CloudLook | CloudError) -> None:
+        executor, controls = held.executor, held.controls
+        if controls.teardown_now.is_set() and job.state != JobState.TEARING_DOWN:
+            if job.state == JobState.PENDING:
+                executor.run(Move(JobState.CANCELLED, "cancelled before anything was created"))
+            else:
+                executor.run(Move(JobState.TEARING_DOWN, "cancelled: tearing down at once",
+                                  outcome=job.outcome or JobState.CANCELLED))
+            held.due_at = self.now()
+            return
+        controls.interrupted.clear()
+        now = self.now()
+        if isinstance(seen, CloudError):
+            observation = Observation(now=now, cloud_ok=False, cloud_error=str(seen))
+        else:
+            observation = observe_agents(job, nodes, seen, executor.state, now)
+        if held.settings.pool is not None:
+            idle = PoolStore(self.store).idle(held.settings.pool, held.reserved_placements())
+            observation = replace(observation, pool_idle=idle)
+        if held.on_round is not None:
+            held.on_round(job, observation)
+        actions = decide(job, nodes, observation, held.settings, self.store.entered_at(job.job_id))
+        held.due_at = self._act(held, job, actions)
+
+    def _act(self, held: Held, job: JobRecord, actions: list[Action]) -> float:
+        """Carry out a round's actions; returns when the job is due again."""
+        executor = held.executor
+        for action in actions:
+            try:
+                if not executor.run(action):
+                    return self.now() + (action.seconds if isinstance(action, Wait) else 0.0)
+            except PermanentFailure as exc:
+                executor.emit("error", str(exc))
+                current = self.store.get(job.job_id)
+                assert current is not None
+                if current.state == JobState.TEARING_DOWN:
+                    raise  # nothing else to fall back to: the job stays TEARING_DOWN for resume or gc
+                executor.run(Move(JobState.TEARING_DOWN, str(exc), outcome=JobState.FAILED_ERROR))
+                return self.now()
+            except TransientError as exc:
+                # Still failing after the action's own retries (throttling, a COS outage): look again shortly.
+                # The controller used to die of it (exit 3), leaving the job where it was until a resume.
+                executor.emit("retry", f"{type(action).__name__} failed ({exc.code}); trying again")
+                return self.now() + TRANSIENT_PAUSE
+        return self.now()
