@@ -264,7 +264,7 @@ def _running(r: _Round) -> list[Action]:
             MarkNodes(updates),
             Move(S.RECOVERING, f"no heartbeat for {r.s.recovery.heartbeat_stale_after:.0f} s"),
         ]
-    return [_refresh(r.obs), Wait(r.s.poll_seconds, "running")]
+    return [_refresh(r.obs), Wait(r.s.poll_training_seconds, "running")]
 
 
 def _recovering(r: _Round) -> list[Action]:

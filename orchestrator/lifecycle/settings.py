@@ -41,7 +41,8 @@ class Settings:
     pending_timeout: float = 900.0  # an instance stuck in PENDING
     cancel_grace: float = 180.0  # agents get this long to checkpoint and upload on cancel
     image_timeout: float = 3600.0
-    poll_seconds: float = 1.0
+    poll_seconds: float = 1.0  # while something is about to change: a launch, a recovery, a teardown
+    poll_training_seconds: float = 3.0  # while the agents train: their reports are all there is to see
     recovery: RecoveryRules = field(default_factory=RecoveryRules)
     # billing.mode reserved: the pool, and what to do when every member is busy (policies/pool)
     pool: str | None = None

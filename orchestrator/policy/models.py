@@ -52,6 +52,9 @@ class ReclaimDetection(SpecModel):
     heartbeat_stale_after: Annotated[Duration, within(10, HOUR)] = 60
     """An agent heartbeat older than this, together with the cloud no longer showing the instance running,
     counts as a reclaim."""
+    poll_while_training: Annotated[Duration, within(1, 10 * MINUTE)] = 3
+    """How often a training job is looked at (launches, recoveries and teardowns are looked at every second). A
+    reclaim reported by the agent is seen within this; longer saves API calls when many jobs train for hours."""
 
 
 class RecoveryPolicy(SpecModel):
