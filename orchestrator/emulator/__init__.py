@@ -2,4 +2,10 @@
 the instance metadata service and instances as local process sandboxes, on one port.
 
 This package imports nothing from the rest of ``orchestrator``: it is the cloud, not a part of the client.
+
+Load tests: ``serve --no-user-data``, or at run time the admin call ``PUT /_emulator/settings {"run_user_data":
+false}`` (``AdminClient.set_run_user_data(False)``), boots instances without running their UserData or any other
+process: they still go PENDING -> RUNNING, are billed, reclaimed and terminated, and the rest of the cloud (COS,
+metadata, the call log, rate limits) is unchanged, so a load generator can play a thousand agents through the real
+APIs. ``{"run_user_data": true}`` switches back, for boots after the call.
 """

@@ -50,6 +50,12 @@ def parser(prog: str = "python -m orchestrator.emulator") -> argparse.ArgumentPa
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--clock", choices=("real", "manual"), default="real")
     s.add_argument("--gpus", choices=("auto", "none"), default="auto")
+    s.add_argument(
+        "--no-user-data",
+        dest="run_user_data",
+        action="store_false",
+        help="load tests: instances boot (PENDING -> RUNNING, billed, reclaimed) without running any process",
+    )
     s.add_argument("--ready-file", type=Path, help="write {endpoint, secret_id, ...} here once listening")
     d = sub.add_parser("seed", help="copy a local folder into a bucket of a running emulator (example data)")
     d.add_argument("--endpoint", required=True, help="HOST:PORT of the running emulator")
@@ -77,6 +83,7 @@ def config_from(args: argparse.Namespace) -> EmulatorConfig:
         seed=args.seed,
         clock=args.clock,
         gpus=args.gpus,
+        run_user_data=args.run_user_data,
     )
 
 

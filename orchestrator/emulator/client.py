@@ -75,9 +75,23 @@ class AdminClient:
         """key "cvm:RunInstances", or "*" for the default of every action; None removes the limit."""
         self._call("PUT", "rate-limits", {"key": key, "per_second": per_second})
 
-    def calls(self, service: str | None = None, action: str | None = None) -> list[dict[str, Any]]:
-        query = "&".join(f"{k}={v}" for k, v in (("service", service), ("action", action)) if v)
+    def calls(
+        self, service: str | None = None, action: str | None = None, since: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The API 3.0 call log (the last 10 000), each call numbered by ``seq``; ``since``: only those after it."""
+        query = "&".join(
+            f"{k}={v}" for k, v in (("service", service), ("action", action), ("since", since)) if v is not None
+        )
         return list(self._call("GET", "calls" + (f"?{query}" if query else "")))
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self._call("GET", "settings"))
+
+    def set_run_user_data(self, run: bool) -> dict[str, Any]:
+        """False: the load-test mode, in which instances boot (PENDING -> RUNNING, billed, reclaimed, terminated)
+        without running their UserData or any other process; True: normal boots again. Applies to boots after
+        the call."""
+        return dict(self._call("PUT", "settings", {"run_user_data": run}))
 
     def instances(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "instances"))

@@ -9,6 +9,7 @@ run there); background work (copying a system disk into an image, say) hands its
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -49,6 +50,7 @@ class Cloud:
             self.state_dir / "instances", config.endpoint, config.image_python, self.clock.now, detect(config.gpus),
             self.background,
         )
+        self.host.run_user_data = config.run_user_data
         self._open_account(config.seed)
         self._load()
 
@@ -72,8 +74,11 @@ class Cloud:
                 billing_api.build(self.billing, self.clock.now, config.uin),
             )
         }
-        # Every API 3.0 call answered, newest last: tests prove what reached (or never reached) the cloud.
+        # Every API 3.0 call answered, newest last: tests prove what reached (or never reached) the cloud. ``seq``
+        # numbers them, so that a reader can fetch only what is new (admin ``calls?since=``) and a long load test
+        # can keep the whole log although only the last 10 000 are kept here.
         self.calls: deque[dict[str, Any]] = deque(maxlen=10_000)
+        self._call_seq = itertools.count(1)
 
     # -- API 3.0 ---------------------------------------------------------------------------------------
     def api_call(self, method: str, target: str, headers: Any, body: bytes) -> CallResult:
@@ -91,6 +96,7 @@ class Cloud:
         )
         self.calls.append(
             {
+                "seq": next(self._call_seq),
                 "time": self.clock.now(),
                 "service": result.service,
                 "action": result.action,

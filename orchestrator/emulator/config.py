@@ -45,6 +45,9 @@ class EmulatorConfig:
     clock: str = "real"
     # Validity of the STS tokens the metadata service hands out for an instance's CAM role.
     role_credential_seconds: int = 7200
+    # False: the load-test mode (``serve --no-user-data``, admin ``PUT settings``): a boot starts no process at all,
+    # neither the per-boot scripts nor the UserData; everything else about instances is unchanged.
+    run_user_data: bool = True
 
     @property
     def endpoint(self) -> str:

@@ -1,7 +1,8 @@
 """The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
-stock, the call log, the ledger and seeding example data into COS. Callers prove they own the account with
-``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim itself or
-rewind the clock). The state file is written after every call that is not a GET."""
+stock, the call log, the ledger, seeding example data into COS, and settings (the load-test switch
+``PUT settings {"run_user_data": false}``: instances boot without running any process). Callers prove they own the
+account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim
+itself or rewind the clock). The state file is written after every call that is not a GET."""
 
 from __future__ import annotations
 
@@ -70,12 +71,34 @@ def _rate_limit(cloud: Cloud, body: Body, request: web.Request) -> Any:
 
 
 def _calls(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """?service=, ?action=, and ?since=<seq>: only the calls numbered after it (a long run reads the log as it
+    grows instead of losing what the bounded log drops)."""
     service, action = request.query.get("service"), request.query.get("action")
+    since = int(request.query.get("since", "0"))
     return [
         c
         for c in cloud.calls
-        if (service is None or c["service"] == service) and (action is None or c["action"] == action)
+        if c["seq"] > since
+        and (service is None or c["service"] == service)
+        and (action is None or c["action"] == action)
     ]
+
+
+def _settings(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    return {"run_user_data": cloud.host.run_user_data}
+
+
+def _set_settings(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"run_user_data": false}: the load-test mode (boots start no process); true: back to normal boots. Only for
+    instances that boot after the call; it lasts until changed (a reset keeps it) and is not saved."""
+    unknown = set(body) - {"run_user_data"}
+    if unknown:
+        raise ValueError(f"unknown settings {sorted(unknown)}")
+    if "run_user_data" in body:
+        if not isinstance(body["run_user_data"], bool):
+            raise ValueError("'run_user_data' must be true or false")
+        cloud.host.run_user_data = body["run_user_data"]
+    return _settings(cloud, body, request)
 
 
 def _instances(cloud: Cloud, body: Body, request: web.Request) -> Any:
@@ -142,6 +165,8 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "faults/cos"): _add_cos_fault,
     ("PUT", "rate-limits"): _rate_limit,
     ("GET", "calls"): _calls,
+    ("GET", "settings"): _settings,
+    ("PUT", "settings"): _set_settings,
     ("GET", "instances"): _instances,
     ("POST", "spot/reclaim"): _reclaim,
     ("PUT", "stock"): _stock,

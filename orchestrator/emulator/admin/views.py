@@ -21,6 +21,8 @@ def spot(rec: Instance) -> dict[str, Any]:
 
 def instances(cvm: Cvm, endpoint: str) -> list[dict[str, Any]]:
     """Live instances, then released ones whose processes the host still knows of."""
+    # RunInstances' ClientToken of each instance: a load test matches launches to its jobs' tokens.
+    tokens = {i: token for token, ids in cvm.client_tokens.items() for i in ids}
     runtime = cvm.host.describe(
         {**{g: 0 for g in cvm.gone}, **{i: rec.local_disks for i, rec in cvm.instances.items()}}
     )
@@ -36,6 +38,8 @@ def instances(cvm: Cvm, endpoint: str) -> list[dict[str, Any]]:
             "tags": {t["Key"]: t["Value"] for t in rec.tags},
             "gpus": rec.gpus,
             "boots_pending": rec.boot_pending,
+            "created_at": rec.created_at,
+            "client_token": tokens.get(rec.instance_id),
             "first_running_at": rec.first_running_at,
             # The instance's HTTP_PROXY: with it a test or tool reaches the metadata service as the instance.
             "proxy": f"http://{rec.instance_id}:{rec.secret}@{endpoint}",

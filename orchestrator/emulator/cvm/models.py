@@ -11,6 +11,8 @@ due time, not at the tick that notices it, so billing is exact whatever the tick
   PREPAID -TerminateInstances-> SHUTDOWN (recycle bin) -TerminateInstances-> TERMINATING -> gone
   ActionTimer at its time, and a spot reclaim at its kill time: TERMINATING (never the recycle bin) -> gone
 Processes follow the state (``_reconcile``): an instance runs a boot while RUNNING and is powered off otherwise.
+In the load-test mode (``Host.run_user_data`` False) a boot starts no process; the states, bills and reclaims
+are the same.
 
 Billing (billing/models.py): a charge opens at purchase (one hour frozen; a prepaid period paid up front), meters
 from RUNNING, and stops at termination, at the recycle bin, at a launch failure, and at a STOP_CHARGING stop,
@@ -527,6 +529,12 @@ class Cvm:
                 else:
                     self.host.power_off(instance_id, rec.kill_grace)
             elif rec.boot_pending and not self.host.running(instance_id):
+                if not self.host.run_user_data:
+                    # Load-test mode: the boot happens with nothing in it (its UserData counts as run: switching
+                    # back does not start it later, as a real cloud-init would not run it twice).
+                    rec.boot_pending, rec.user_data_pending, rec.kill_grace = False, False, None
+                    changed = True
+                    continue
                 run_user_data = rec.user_data_pending and bool(rec.user_data)
                 rec.pgid = self.host.boot(
                     instance_id, rec.local_disks, rec.secret, rec.gpus,

@@ -45,6 +45,9 @@ class Host:
         self._released: dict[str, ProcessGroup] = {}
         self._copies: dict[str, CopyJob] = {}
         self._last_reap = 0.0
+        # The load-test switch (config.run_user_data, admin ``PUT settings``): False and a boot starts nothing, so a
+        # thousand emulated instances cost no processes. It belongs to the machine: a reset keeps it.
+        self.run_user_data = True
         root.mkdir(parents=True, exist_ok=True)
         become_subreaper()
 
