@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 CLIENTS_VENV ?= .venv-clients
 
-.PHONY: install clients test lint demo clean
+.PHONY: install clients postgres test lint demo clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,19 @@ $(CLIENTS_VENV)/.installed:
 install: $(VENV)/.installed
 clients: $(CLIENTS_VENV)/.installed
 
+# Debian's PostgreSQL server binaries for the `postgres` tests (tests/postgres.py starts and removes its own
+# throwaway cluster; nothing here starts a server). Installed only when no initdb is there yet; needs root.
+postgres:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	fi
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
 
-test: install clients lint
+test: install clients postgres lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
 
 demo: install

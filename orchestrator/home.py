@@ -23,4 +23,11 @@ def cvmjob_home() -> Path:
 
 
 def state_db() -> Path:
+    """The embedded store's SQLite file."""
     return cvmjob_home() / "state.db"
+
+
+def store_url() -> str:
+    """Where the state store is: ``$CVMJOB_DB`` when set (a ``postgresql://`` or ``sqlite://`` URL, or a path of a
+    SQLite file), else the embedded file, ``$CVMJOB_HOME/state.db``."""
+    return os.environ.get("CVMJOB_DB") or str(state_db())

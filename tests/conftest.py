@@ -8,6 +8,8 @@ import pytest
 
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
 
+pytest_plugins = ["tests.postgres"]  # postgres_url, store_url
+
 # Tests talk to 127.0.0.1 only; an inherited proxy would capture SDK calls.
 for _name in set(os.environ) - set(clean_env()):
     del os.environ[_name]

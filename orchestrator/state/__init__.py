@@ -1,1 +1,1 @@
-"""The controller's SQLite state store (one writer per job, fenced by a lease token)."""
+"""The controller's state store (SQLite embedded, PostgreSQL shared; one writer per job, fenced by a lease token)."""

@@ -1,9 +1,11 @@
-"""SQLite state under ``$CVMJOB_HOME/state.db``.
+"""The state store: a SQLite file (``$CVMJOB_HOME/state.db``, embedded) or a PostgreSQL database (shared by a
+team's controllers), through SQLAlchemy Core.
 
 Every write to a job is *fenced*: it names the lease token its controller holds, and the write happens in the
-same transaction that checks the token is still current. A controller that lost its lease (a second controller
-took over, or it was presumed dead) cannot write anything (dstack's ``lock_token``). Transitions are also
-compare-and-set on the current state and checked against the machine's table.
+same transaction that checks the token is still current (the job's row locked on PostgreSQL, the whole file on
+SQLite). A controller that lost its lease (a second controller took over, or it was presumed dead) cannot write
+anything (dstack's ``lock_token``). Transitions are also compare-and-set on the current state and checked against
+the machine's table. A transaction holds nothing but SQL: no cloud call, no file, no sleep.
 """
 
 from __future__ import annotations
@@ -13,15 +15,23 @@ import os
 import signal
 import sqlite3
 import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Connection, Engine, Row, Table, create_engine, event, func, or_, select, update
+from sqlalchemy import delete as sql_delete
+from sqlalchemy import exc as sql_errors
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+
 from ..lifecycle.machine import JobState, check_transition
 from ..providers.tencent.vocabulary import ChargeType
-from .migrations import MIGRATIONS
+from . import migrations
+from .schema import controllers, events, images, jobs, nodes, pool_instances
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
 # controller has only the store and the cloud to go on. CVMJOB_CRASH_AT="RUNNING->IMAGING": right after that
@@ -33,6 +43,11 @@ CRASH_AT_ENV = "CVMJOB_CRASH_AT"
 def _crash_point(name: str) -> None:
     if os.environ.get(CRASH_AT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used (unreachable, not writable, or of a newer schema); the message is one line that
+    says what to do."""
 
 
 class FencedOut(RuntimeError):
@@ -125,6 +140,27 @@ class ImageRecord:
     deleted_at: float | None
 
 
+@dataclass(frozen=True)
+class ControllerRecord:
+    """A controller replica of this store, as it registered itself."""
+
+    owner: str
+    started_at: float
+    beat_at: float
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A job some controller holds a live lease on."""
+
+    job_id: str
+    name: str
+    state: JobState
+    owner: str
+    expires_at: float
+
+
 _JSON_COLUMNS = {"spec_json": "spec", "plan_json": "plan", "cloud_json": "cloud", "settings_json": "settings"}
 _WRITABLE_JOB_FIELDS = {
     "outcome",
@@ -139,10 +175,12 @@ _WRITABLE_JOB_FIELDS = {
     "plan",
     "deadline",
 }
+_ACTIVE_STATES = [s.value for s in JobState if s.is_active()]
+_WRITE = "cvmjob_write"  # execution option: this connection's transaction writes (SQLite: BEGIN IMMEDIATE)
 
 
-def _job(row: sqlite3.Row) -> JobRecord:
-    data = dict(row)
+def _job(row: Row[Any]) -> JobRecord:
+    data = dict(row._mapping)
     for column, name in _JSON_COLUMNS.items():
         data[name] = json.loads(data.pop(column))
     data["state"] = JobState(data["state"])
@@ -151,101 +189,155 @@ def _job(row: sqlite3.Row) -> JobRecord:
     return JobRecord(**data)
 
 
-class Store:
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._local = threading.local()
-        if not path.exists():
-            _create_wal_database(path)
-        with self._tx() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-            applied = {r["name"] for r in db.execute("SELECT name FROM migrations")}
-            for name, sql in MIGRATIONS:
-                if name not in applied:
-                    for statement in _statements(sql):  # executescript would commit our transaction
-                        db.execute(statement)
-                    db.execute("INSERT INTO migrations VALUES (?, strftime('%s','now'))", (name,))
+def _reason(exc: sql_errors.DBAPIError) -> str:
+    """The driver's message, on one line."""
+    return " ".join(str(exc.orig if exc.orig is not None else exc).split())
 
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA foreign_keys=ON")
-            db.execute("PRAGMA synchronous=FULL")  # a persisted intent must survive power loss
-            self._local.db = db
-        return db
+
+def _node(row: Row[Any]) -> NodeRecord:
+    data = dict(row._mapping)
+    return NodeRecord(**{**data, "charge_type": ChargeType(data["charge_type"])})
+
+
+def _wire(value: Any) -> Any:
+    """An enum as the string the store keeps (a driver may adapt an enum by its name)."""
+    return value.value if isinstance(value, JobState | ChargeType) else value
+
+
+def _url(where: Path | str) -> tuple[URL, str]:
+    """The SQLAlchemy URL of ``where`` and how to name it to a user (no password): a path is a SQLite file;
+    ``sqlite:///…`` and ``postgresql://…`` URLs are taken as they are, PostgreSQL through psycopg 3."""
+    if isinstance(where, Path) or "://" not in where:
+        path = str(Path(where).expanduser())
+        return URL.create("sqlite", database=path), path
+    try:
+        url = make_url(where)
+    except sql_errors.ArgumentError as exc:
+        raise StoreError(f"{where!r} is neither a path nor a sqlite:// or postgresql:// URL") from exc
+    shown = url.render_as_string(hide_password=True)
+    if url.get_backend_name() in ("postgresql", "postgres"):
+        return url.set(drivername="postgresql+psycopg"), shown
+    if url.get_backend_name() != "sqlite":
+        raise StoreError(f"{shown}: cvmjob keeps its state in SQLite or PostgreSQL")
+    if url.database in (None, "", ":memory:"):
+        raise StoreError(f"{shown}: a SQLite store is a file (sqlite:///relative/path or sqlite:////absolute/path)")
+    return url, url.database
+
+
+class Store:
+    def __init__(self, where: Path | str) -> None:
+        url, self.where = _url(where)
+        if url.get_backend_name() == "sqlite":
+            self._engine = _sqlite_engine(url, self.where)
+        else:
+            self._engine = create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+        self._closed = weakref.finalize(self, self._engine.dispose)  # a store dropped unclosed closes its connections
+        try:
+            with self._write() as conn:
+                migrations.upgrade(conn)
+        except migrations.NewerSchema as exc:
+            self.close()
+            raise StoreError(
+                f"the store {self.where} was written by a newer cvmjob (schema {exc.revision}); "
+                "upgrade cvmjob or point CVMJOB_DB elsewhere"
+            ) from exc
+        except sql_errors.DBAPIError as exc:  # e.g. no right to create tables in the database
+            self.close()
+            raise StoreError(
+                f"cannot set up the store {self.where} ({_reason(exc)}): "
+                "cvmjob needs a database it may create tables in; point CVMJOB_DB elsewhere"
+            ) from exc
+        except StoreError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the store's connections (dropping the store or the process exiting does the same)."""
+        self._closed()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
+    def _errors(self) -> Iterator[None]:
         try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            yield
+        except sql_errors.OperationalError as exc:
+            reason = _reason(exc)
+            if self._engine.dialect.name != "sqlite":
+                hint = "check that the server is up and CVMJOB_DB names it, or point CVMJOB_DB elsewhere"
+            elif "locked" in reason:
+                hint = "another process has been writing to it for 30 s; try again"
+            else:
+                hint = "set CVMJOB_DB or CVMJOB_HOME to a file cvmjob can write"
+            raise StoreError(f"cannot use the store {self.where} ({reason}): {hint}") from exc
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._errors(), self._engine.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """One transaction that writes: all of it commits, or (on any exception) none of it."""
+        with self._errors(), self._engine.connect() as conn:
+            conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    def _insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
+        """INSERT with ON CONFLICT clauses, in the dialect's own words."""
+        return (sqlite.insert if self._engine.dialect.name == "sqlite" else postgresql.insert)(table)
 
     # -- reads -----------------------------------------------------------------------------------------
     def get(self, job_id: str) -> JobRecord | None:
-        row = self._db().execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        with self._read() as conn:
+            row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).first()
         return _job(row) if row else None
 
     def find(self, ref: str) -> list[JobRecord]:
         """Jobs whose id is ``ref``, starts with it, or whose name is ``ref`` (newest first)."""
-        rows = (
-            self._db()
-            .execute(
-                # A prefix compared as text: LIKE would read % and _ in the reference as wildcards.
-                "SELECT * FROM jobs WHERE substr(job_id, 1, ?) = ? OR name = ? ORDER BY created_at DESC",
-                (len(ref), ref, ref),
-            )
-            .fetchall()
-        )
-        exact = [r for r in rows if r["job_id"] == ref]
+        # A prefix compared as text: LIKE would read % and _ in the reference as wildcards.
+        query = select(jobs).where(or_(func.substr(jobs.c.job_id, 1, len(ref)) == ref, jobs.c.name == ref))
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(jobs.c.created_at.desc())).all()
+        exact = [r for r in rows if r.job_id == ref]
         return [_job(r) for r in (exact or rows)]
 
     def list_jobs(self, active_only: bool = False) -> list[JobRecord]:
-        rows = self._db().execute("SELECT * FROM jobs ORDER BY created_at DESC").fetchall()
-        jobs = [_job(r) for r in rows]
-        return [j for j in jobs if j.state.is_active()] if active_only else jobs
+        query = select(jobs).order_by(jobs.c.created_at.desc())
+        if active_only:
+            query = query.where(jobs.c.state.in_(_ACTIVE_STATES))
+        with self._read() as conn:
+            return [_job(r) for r in conn.execute(query)]
 
     def events(self, job_id: str) -> list[Event]:
-        rows = self._db().execute("SELECT * FROM events WHERE job_id = ? ORDER BY id", (job_id,)).fetchall()
-        return [Event(**dict(r)) for r in rows]
+        with self._read() as conn:
+            rows = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
+        return [Event(**r._mapping) for r in rows]
 
     def entered_at(self, job_id: str) -> float:
         """When the job entered its current state (the latest transition)."""
-        row = (
-            self._db()
-            .execute(
-                "SELECT at FROM events WHERE job_id = ? AND kind = 'transition' ORDER BY id DESC LIMIT 1", (job_id,)
-            )
-            .fetchone()
+        query = (
+            select(events.c.at)
+            .where(events.c.job_id == job_id, events.c.kind == "transition")
+            .order_by(events.c.id.desc())
+            .limit(1)
         )
-        return float(row["at"]) if row else 0.0
+        with self._read() as conn:
+            at = conn.execute(query).scalar()
+        return float(at) if at is not None else 0.0
 
     def nodes(self, job_id: str, attempt: int | None = None) -> list[NodeRecord]:
-        if attempt is None:
-            rows = (
-                self._db().execute("SELECT * FROM nodes WHERE job_id = ? ORDER BY attempt, node", (job_id,)).fetchall()
-            )
-        else:
-            rows = (
-                self._db()
-                .execute("SELECT * FROM nodes WHERE job_id = ? AND attempt = ? ORDER BY node", (job_id, attempt))
-                .fetchall()
-            )
-        return [NodeRecord(**{**dict(r), "charge_type": ChargeType(r["charge_type"])}) for r in rows]
+        query = select(nodes).where(nodes.c.job_id == job_id).order_by(nodes.c.attempt, nodes.c.node)
+        if attempt is not None:
+            query = query.where(nodes.c.attempt == attempt)
+        with self._read() as conn:
+            return [_node(r) for r in conn.execute(query)]
 
     def images(self, job_id: str | None = None) -> list[ImageRecord]:
-        if job_id is None:
-            rows = self._db().execute("SELECT * FROM images ORDER BY created_at").fetchall()
-        else:
-            rows = self._db().execute("SELECT * FROM images WHERE job_id = ? ORDER BY created_at", (job_id,)).fetchall()
-        return [ImageRecord(**dict(r)) for r in rows]
+        query = select(images).order_by(images.c.created_at)
+        if job_id is not None:
+            query = query.where(images.c.job_id == job_id)
+        with self._read() as conn:
+            return [ImageRecord(**r._mapping) for r in conn.execute(query)]
 
     # -- creation and leases ---------------------------------------------------------------------------
     def create_job(
@@ -260,75 +352,168 @@ class Store:
         source_dir: str,
         settings: dict[str, Any],
     ) -> None:
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO jobs (job_id, name, state, spec_json, plan_json, cloud_json, created_at, updated_at,"
-                " deadline, source_dir, settings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    job_id,
-                    name,
-                    JobState.PENDING.value,
-                    json.dumps(spec),
-                    json.dumps(plan),
-                    json.dumps(cloud),
-                    now,
-                    now,
-                    deadline,
-                    source_dir,
-                    json.dumps(settings),
-                ),
+        with self._write() as conn:
+            conn.execute(
+                jobs.insert().values(
+                    job_id=job_id,
+                    name=name,
+                    state=JobState.PENDING.value,
+                    spec_json=json.dumps(spec),
+                    plan_json=json.dumps(plan),
+                    cloud_json=json.dumps(cloud),
+                    created_at=now,
+                    updated_at=now,
+                    deadline=deadline,
+                    source_dir=source_dir,
+                    settings_json=json.dumps(settings),
+                )
             )
-            db.execute(
-                "INSERT INTO events (job_id, at, kind, to_state, detail) VALUES (?, ?, 'transition', ?, 'created')",
-                (job_id, now, JobState.PENDING.value),
+            conn.execute(
+                events.insert().values(
+                    job_id=job_id, at=now, kind="transition", to_state=JobState.PENDING.value, detail="created"
+                )
             )
 
     def acquire(self, job_id: str, owner: str, ttl: float, now: float, force: bool = False) -> int:
         """Take the job's lease; returns the new fencing token. Raises LeaseHeld while another owner's lease is
         live (``force`` takes it anyway: the operator says the other controller is gone)."""
-        with self._tx() as db:
-            row = db.execute(
-                "SELECT lease_owner, lease_token, lease_expires FROM jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
+        with self._write() as conn:
+            row = conn.execute(
+                select(jobs.c.lease_owner, jobs.c.lease_token, jobs.c.lease_expires)
+                .where(jobs.c.job_id == job_id)
+                .with_for_update()
+            ).first()
             if row is None:
                 raise KeyError(job_id)
-            if row["lease_owner"] not in (None, owner) and row["lease_expires"] > now and not force:
+            if row.lease_owner not in (None, owner) and row.lease_expires > now and not force:
                 raise LeaseHeld(
-                    f"job {job_id} is driven by controller {row['lease_owner']} "
-                    f"(lease valid for {row['lease_expires'] - now:.0f} s more)"
+                    f"job {job_id} is driven by controller {row.lease_owner} "
+                    f"(lease valid for {row.lease_expires - now:.0f} s more)"
                 )
-            token = int(row["lease_token"]) + 1
-            db.execute(
-                "UPDATE jobs SET lease_owner = ?, lease_token = ?, lease_expires = ? WHERE job_id = ?",
-                (owner, token, now + ttl, job_id),
+            token = int(row.lease_token) + 1
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.job_id == job_id)
+                .values(lease_owner=owner, lease_token=token, lease_expires=now + ttl)
             )
             return token
 
+    def claim(self, owner: str, ttl: float, now: float, limit: int) -> list[tuple[str, int]]:
+        """Take the leases of up to ``limit`` non-terminal jobs (oldest first) whose lease is free, expired or
+        already ``owner``'s; returns (job id, new token) for each: the caller's own jobs come back with a new token
+        too, which replaces the one it held. Two controllers claiming at once never get the same job: rows another
+        claim has locked are skipped (PostgreSQL), or claims take turns (SQLite)."""
+        with self._write() as conn:
+            rows = conn.execute(
+                select(jobs.c.job_id, jobs.c.lease_token)
+                .where(
+                    jobs.c.state.in_(_ACTIVE_STATES),
+                    or_(jobs.c.lease_owner.is_(None), jobs.c.lease_expires <= now, jobs.c.lease_owner == owner),
+                )
+                .order_by(jobs.c.created_at, jobs.c.job_id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            claimed = [(r.job_id, int(r.lease_token) + 1) for r in rows]
+            if claimed:
+                conn.execute(
+                    update(jobs)
+                    .where(jobs.c.job_id.in_([job_id for job_id, _ in claimed]))
+                    .values(lease_owner=owner, lease_token=jobs.c.lease_token + 1, lease_expires=now + ttl)
+                )
+            return claimed
+
     def renew(self, job_id: str, token: int, ttl: float, now: float) -> None:
-        with self._tx() as db:
-            self._fence(db, job_id, token)
-            db.execute("UPDATE jobs SET lease_expires = ? WHERE job_id = ?", (now + ttl, job_id))
+        with self._write() as conn:
+            self._fence(conn, job_id, token)
+            conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(lease_expires=now + ttl))
+
+    def renew_all(self, owner: str, tokens: Mapping[str, int], ttl: float, now: float) -> set[str]:
+        """Extend, in one transaction, every lease in ``tokens`` (job id: token) that is still ``owner``'s with that
+        token; returns the ids of the others (taken over, released or gone): their controller must drop them."""
+        if not tokens:
+            return set()
+        with self._write() as conn:
+            rows = conn.execute(
+                select(jobs.c.job_id, jobs.c.lease_owner, jobs.c.lease_token)
+                .where(jobs.c.job_id.in_(list(tokens)))
+                .with_for_update()
+            ).all()
+            ours = [r.job_id for r in rows if r.lease_owner == owner and int(r.lease_token) == tokens[r.job_id]]
+            if ours:
+                conn.execute(update(jobs).where(jobs.c.job_id.in_(ours)).values(lease_expires=now + ttl))
+        return set(tokens) - set(ours)
 
     def release(self, job_id: str, token: int) -> None:
-        with self._tx() as db:
-            db.execute(
-                "UPDATE jobs SET lease_owner = NULL, lease_expires = 0 WHERE job_id = ? AND lease_token = ?",
-                (job_id, token),
+        with self._write() as conn:
+            conn.execute(
+                update(jobs)
+                .where(jobs.c.job_id == job_id, jobs.c.lease_token == token)
+                .values(lease_owner=None, lease_expires=0)
             )
 
+    def leases(self, now: float) -> list[LeaseRecord]:
+        """The live leases, by owner, oldest job first."""
+        query = (
+            select(jobs.c.job_id, jobs.c.name, jobs.c.state, jobs.c.lease_owner, jobs.c.lease_expires)
+            .where(jobs.c.lease_owner.is_not(None), jobs.c.lease_expires > now)
+            .order_by(jobs.c.lease_owner, jobs.c.created_at, jobs.c.job_id)
+        )
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return [LeaseRecord(r.job_id, r.name, JobState(r.state), r.lease_owner, r.lease_expires) for r in rows]
+
     @staticmethod
-    def _fence(db: sqlite3.Connection, job_id: str, token: int) -> sqlite3.Row:
-        row: sqlite3.Row | None = db.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    def _fence(conn: Connection, job_id: str, token: int, lock: bool = True) -> Row[Any]:
+        """The job's row, if ``token`` is its lease (locked for the rest of the transaction, unless ``lock`` is
+        False); FencedOut if not."""
+        query = select(jobs).where(jobs.c.job_id == job_id)
+        row = conn.execute(query.with_for_update() if lock else query).first()
         if row is None:
             raise KeyError(job_id)
-        if int(row["lease_token"]) != token:
-            raise FencedOut(f"job {job_id}: lease token {token} is stale (current {row['lease_token']})")
+        if int(row.lease_token) != token:
+            raise FencedOut(f"job {job_id}: lease token {token} is stale (current {row.lease_token})")
         return row
 
     def check_lease(self, job_id: str, token: int) -> None:
         """Raise FencedOut unless ``token`` is still the job's lease: asked before every action, so that a
         controller that lost its lease stops before a cloud call, not at the write that records it."""
-        self._fence(self._db(), job_id, token)
+        with self._read() as conn:
+            self._fence(conn, job_id, token, lock=False)
+
+    # -- controllers -----------------------------------------------------------------------------------
+    def register_controller(self, owner: str, now: float, info: dict[str, Any]) -> None:
+        """Record a replica as started now (again, if it was registered: a restart under the same name)."""
+        values = {"owner": owner, "started_at": now, "beat_at": now, "info_json": json.dumps(info)}
+        insert = self._insert(controllers).values(values)
+        with self._write() as conn:
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[controllers.c.owner],
+                    set_={k: insert.excluded[k] for k in values if k != "owner"},
+                )
+            )
+
+    def beat_controller(self, owner: str, now: float) -> bool:
+        """The replica is alive at ``now``; False when it is not registered (it was removed: register again)."""
+        with self._write() as conn:
+            result = conn.execute(update(controllers).where(controllers.c.owner == owner).values(beat_at=now))
+        return bool(result.rowcount)
+
+    def remove_controller(self, owner: str) -> None:
+        with self._write() as conn:
+            conn.execute(sql_delete(controllers).where(controllers.c.owner == owner))
+
+    def live_controllers(self, now: float, ttl: float) -> list[ControllerRecord]:
+        """The replicas whose last beat is less than ``ttl`` old, first started first."""
+        query = (
+            select(controllers)
+            .where(controllers.c.beat_at > now - ttl)
+            .order_by(controllers.c.started_at, controllers.c.owner)
+        )
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return [ControllerRecord(r.owner, r.started_at, r.beat_at, json.loads(r.info_json)) for r in rows]
 
     # -- fenced writes ---------------------------------------------------------------------------------
     def transition(
@@ -341,36 +526,38 @@ class Store:
         now: float,
         **changes: Any,
     ) -> None:
-        with self._tx() as db:
-            row = self._fence(db, job_id, token)
-            current = JobState(row["state"])
+        with self._write() as conn:
+            row = self._fence(conn, job_id, token)
+            current = JobState(row.state)
             if current != expected:
                 raise StaleState(f"job {job_id} is {current.value}, not {expected.value}")
             check_transition(current, target)
-            self._update(db, job_id, now, {"state": target.value, "reason": reason, **changes})
-            db.execute(
-                "INSERT INTO events (job_id, at, kind, from_state, to_state, detail)"
-                " VALUES (?, ?, 'transition', ?, ?, ?)",
-                (job_id, now, current.value, target.value, reason),
+            self._update(conn, job_id, now, {"state": target.value, "reason": reason, **changes})
+            conn.execute(
+                events.insert().values(
+                    job_id=job_id,
+                    at=now,
+                    kind="transition",
+                    from_state=current.value,
+                    to_state=target.value,
+                    detail=reason,
+                )
             )
         _crash_point(f"{current.value}->{target.value}")
 
     def update(self, job_id: str, token: int, now: float, **changes: Any) -> None:
-        with self._tx() as db:
-            self._fence(db, job_id, token)
-            self._update(db, job_id, now, changes)
+        with self._write() as conn:
+            self._fence(conn, job_id, token)
+            self._update(conn, job_id, now, changes)
 
     def request_cancel(self, job_id: str, now: float) -> None:
         """Unfenced on purpose: any process may ask; the controller holding the lease acts on it."""
-        with self._tx() as db:
-            db.execute("UPDATE jobs SET cancel_requested = 1, updated_at = ? WHERE job_id = ?", (now, job_id))
-            db.execute(
-                "INSERT INTO events (job_id, at, kind, detail) VALUES (?, ?, 'note', 'cancel requested')",
-                (job_id, now),
-            )
+        with self._write() as conn:
+            conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(cancel_requested=1, updated_at=now))
+            conn.execute(events.insert().values(job_id=job_id, at=now, kind="note", detail="cancel requested"))
 
     @staticmethod
-    def _update(db: sqlite3.Connection, job_id: str, now: float, changes: dict[str, Any]) -> None:
+    def _update(conn: Connection, job_id: str, now: float, changes: dict[str, Any]) -> None:
         columns: dict[str, Any] = {"updated_at": now}
         for key, value in changes.items():
             if key == "state":
@@ -378,36 +565,38 @@ class Store:
             elif key == "plan":
                 columns["plan_json"] = json.dumps(value)
             elif key in _WRITABLE_JOB_FIELDS:
-                columns[key] = value.value if isinstance(value, JobState) else value
+                columns[key] = _wire(value)
             else:
                 raise ValueError(f"jobs.{key} is not writable")
-        assignments = ", ".join(f"{c} = ?" for c in columns)
-        db.execute(f"UPDATE jobs SET {assignments} WHERE job_id = ?", (*columns.values(), job_id))
+        conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(columns))
 
     def note(self, job_id: str, token: int, kind: str, detail: str, now: float) -> None:
-        with self._tx() as db:
-            self._fence(db, job_id, token)
-            db.execute("INSERT INTO events (job_id, at, kind, detail) VALUES (?, ?, ?, ?)", (job_id, now, kind, detail))
+        with self._write() as conn:
+            self._fence(conn, job_id, token)
+            conn.execute(events.insert().values(job_id=job_id, at=now, kind=kind, detail=detail))
 
     def put_node(self, token: int, node: NodeRecord) -> None:
         _crash_point(f"node:{node.state}")
-        names = [f.name for f in fields(NodeRecord)]
-        with self._tx() as db:
-            self._fence(db, node.job_id, token)
-            db.execute(
-                f"INSERT OR REPLACE INTO nodes ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                tuple(getattr(node, n) for n in names),
-            )
+        self._put(token, node.job_id, nodes, _record_values(node))
 
     def put_image(self, token: int, image: ImageRecord) -> None:
         _crash_point(f"image:{image.state}")
-        names = [f.name for f in fields(ImageRecord)]
-        with self._tx() as db:
-            self._fence(db, image.job_id, token)
-            db.execute(
-                f"INSERT OR REPLACE INTO images ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                tuple(getattr(image, n) for n in names),
-            )
+        self._put(token, image.job_id, images, _record_values(image))
+
+    def _put(self, token: int, job_id: str, table: Table, values: dict[str, Any]) -> None:
+        """Insert the record, or replace the one with its key."""
+        keys = [c.name for c in table.primary_key.columns]
+        insert = self._insert(table).values(values)
+        upsert = insert.on_conflict_do_update(
+            index_elements=keys, set_={k: insert.excluded[k] for k in values if k not in keys}
+        )
+        with self._write() as conn:
+            self._fence(conn, job_id, token)
+            conn.execute(upsert)
+
+
+def _record_values(record: NodeRecord | ImageRecord | PoolInstance) -> dict[str, Any]:
+    return {f.name: _wire(getattr(record, f.name)) for f in fields(record)}
 
 
 class PoolStore:
@@ -417,20 +606,19 @@ class PoolStore:
         self._store = store
 
     def add(self, member: PoolInstance) -> None:
-        with self._store._tx() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO pool_instances VALUES (?, ?, ?, ?, ?, ?)",
-                (member.instance_id, member.pool, member.zone, member.instance_type, member.job_id, member.since),
-            )
+        with self._store._write() as conn:
+            conn.execute(self._store._insert(pool_instances).values(_record_values(member)).on_conflict_do_nothing())
 
     def remove(self, instance_id: str) -> None:
-        with self._store._tx() as db:
-            db.execute("DELETE FROM pool_instances WHERE instance_id = ?", (instance_id,))
+        with self._store._write() as conn:
+            conn.execute(sql_delete(pool_instances).where(pool_instances.c.instance_id == instance_id))
 
     def members(self, pool: str | None = None) -> list[PoolInstance]:
-        query = "SELECT * FROM pool_instances" + (" WHERE pool = ?" if pool else "") + " ORDER BY instance_id"
-        rows = self._store._db().execute(query, (pool,) if pool else ()).fetchall()
-        return [PoolInstance(**dict(r)) for r in rows]
+        query = select(pool_instances).order_by(pool_instances.c.instance_id)
+        if pool:
+            query = query.where(pool_instances.c.pool == pool)
+        with self._store._read() as conn:
+            return [PoolInstance(**r._mapping) for r in conn.execute(query)]
 
     def idle(self, pool: str, placements: list[tuple[str, str]]) -> int:
         """Idle members matching any (zone, instance type)."""
@@ -439,30 +627,68 @@ class PoolStore:
     def claim(self, pool: str, placements: list[tuple[str, str]], holder: str, now: float) -> PoolInstance | None:
         """An idle member matching the first (zone, instance type) that has one, now held by ``holder`` (a job's
         node: ``<job>/a<attempt>n<node>``). Idempotent: a holder that already has a member gets it again."""
-        with self._store._tx() as db:
-            held = db.execute("SELECT * FROM pool_instances WHERE job_id = ? AND pool = ?", (holder, pool)).fetchone()
+        members = pool_instances.c
+        with self._store._write() as conn:
+            held = conn.execute(select(pool_instances).where(members.job_id == holder, members.pool == pool)).first()
             if held is not None:  # a retry after a crash
-                return PoolInstance(**dict(held))
+                return PoolInstance(**held._mapping)
             for zone, instance_type in placements:
-                row = db.execute(
-                    "SELECT * FROM pool_instances WHERE pool = ? AND zone = ? AND instance_type = ?"
-                    " AND job_id IS NULL ORDER BY since LIMIT 1",
-                    (pool, zone, instance_type),
-                ).fetchone()
-                if row is not None:
-                    db.execute(
-                        "UPDATE pool_instances SET job_id = ?, since = ? WHERE instance_id = ?",
-                        (holder, now, row["instance_id"]),
+                row = conn.execute(
+                    select(pool_instances)
+                    .where(
+                        members.pool == pool,
+                        members.zone == zone,
+                        members.instance_type == instance_type,
+                        members.job_id.is_(None),
                     )
-                    return PoolInstance(**{**dict(row), "job_id": holder, "since": now})
+                    .order_by(members.since)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)  # a member another claim is taking is not idle
+                ).first()
+                if row is not None:
+                    conn.execute(
+                        update(pool_instances)
+                        .where(members.instance_id == row.instance_id)
+                        .values(job_id=holder, since=now)
+                    )
+                    return PoolInstance(**{**row._mapping, "job_id": holder, "since": now})
             return None
 
     def release(self, instance_id: str, holder: str, now: float) -> None:
-        with self._store._tx() as db:
-            db.execute(
-                "UPDATE pool_instances SET job_id = NULL, since = ? WHERE instance_id = ? AND job_id = ?",
-                (now, instance_id, holder),
+        with self._store._write() as conn:
+            conn.execute(
+                update(pool_instances)
+                .where(pool_instances.c.instance_id == instance_id, pool_instances.c.job_id == holder)
+                .values(job_id=None, since=now)
             )
+
+
+def _sqlite_engine(url: URL, path: str) -> Engine:
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if not Path(path).exists():
+            _create_wal_database(Path(path))
+    except (OSError, sqlite3.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StoreError(
+            f"cannot create the store {path} ({reason}): set CVMJOB_DB or CVMJOB_HOME to a place cvmjob can write"
+        ) from exc
+    engine = create_engine(url, connect_args={"timeout": 30})  # the busy timeout: wait for the writer, then fail
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        dbapi_connection.isolation_level = None  # transactions begin in _begin below, not in the driver
+        dbapi_connection.execute("PRAGMA foreign_keys=ON")
+        dbapi_connection.execute("PRAGMA synchronous=FULL")  # a persisted intent must survive power loss
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        # A writer takes the write lock first: a transaction that read under a shared lock and then wants to write
+        # can fail at once with SQLITE_BUSY (the busy timeout cannot help it), and the claim's read-then-update
+        # must be atomic. Readers in WAL mode take no lock a writer waits for.
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+    return engine
 
 
 def _create_wal_database(path: Path) -> None:
@@ -471,11 +697,10 @@ def _create_wal_database(path: Path) -> None:
     Switching a shared file to WAL while another process opens it can leave that process writing to a WAL
     file the other has deleted (its writes are then invisible to everyone else). A database that is born in WAL
     mode never switches: the mode is persistent in its header."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     db = sqlite3.connect(tmp, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
     finally:
         db.close()
     try:
@@ -484,14 +709,3 @@ def _create_wal_database(path: Path) -> None:
         pass
     finally:
         tmp.unlink()
-
-
-def _statements(script: str) -> list[str]:
-    """The script's statements, split where SQLite says a statement is complete (not at a ';' in a comment)."""
-    statements, buffer = [], ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    return statements

@@ -1,50 +1,72 @@
-from __future__ import annotations
+"""The store's records, fenced writes and pool claims, on SQLite and PostgreSQL alike."""
 
-from pathlib import Path
+from __future__ import annotations
 
 import pytest
 
 from orchestrator.lifecycle.machine import IllegalTransition, JobState
-from orchestrator.state.store import FencedOut, LeaseHeld, NodeRecord, StaleState, Store
+from orchestrator.providers.tencent.vocabulary import ChargeType
+from orchestrator.state.store import (
+    FencedOut,
+    ImageRecord,
+    LeaseHeld,
+    NodeRecord,
+    PoolInstance,
+    PoolStore,
+    StaleState,
+    Store,
+)
+from tests.unit.state.conftest import Opener
 
 
-def new_store(tmp_path: Path) -> Store:
-    store = Store(tmp_path / "state.db")
-    store.create_job(
-        "job-1",
-        "demo",
-        {"name": "demo"},
-        {"region": "r", "image_id": "img-1"},
-        {"kind": "emulator"},
-        now=100.0,
-        deadline=200.0,
-        source_dir="/src",
-        settings={},
-    )
-    return store
+def node(state: str = "intent", instance_id: str | None = None, attempt: int = 1) -> NodeRecord:
+    return NodeRecord("job-1", attempt, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, instance_id, state)
 
 
-def test_migrations_are_named_and_applied_once(tmp_path: Path) -> None:
-    new_store(tmp_path)
-    again = Store(tmp_path / "state.db")  # reopening applies nothing twice
-    names = [r["name"] for r in again._db().execute("SELECT name FROM migrations ORDER BY name")]
-    assert names == ["0001_initial", "0002_job_source_dir", "0003_reserved_pool", "0004_drop_emulator_seed"]
+def test_records_come_back_decoded_and_another_opening_sees_them(store: Store, open_store: Opener) -> None:
+    token = store.acquire("job-1", "a", ttl=30, now=100)
+    store.put_node(token, node())
+    store.update("job-1", token, 101, outcome=JobState.FAILED, attempt=2, plan={"region": "r2"}, cost_cny=1.25)
+    store.request_cancel("job-1", 102)
+    again = open_store()  # opening an upgraded store changes nothing
     job = again.get("job-1")
-    assert job is not None and job.source_dir == "/src" and job.state == JobState.PENDING
+    assert job is not None
+    assert (job.name, job.state, job.outcome, job.attempt, job.cost_cny) == ("demo", JobState.PENDING,
+                                                                            JobState.FAILED, 2, 1.25)
+    assert job.spec == {"name": "demo"} and job.plan == {"region": "r2"} and job.cloud == {"kind": "emulator"}
+    assert job.settings == {"poll": 1} and job.source_dir == "/src" and job.cancel_requested is True
+    assert (job.created_at, job.updated_at, job.deadline) == (100.0, 102.0, 200.0)
+    assert (job.lease_owner, job.lease_token, job.lease_expires) == ("a", token, 130.0)
+    [stored] = again.nodes("job-1")
+    assert stored == node() and stored.charge_type is ChargeType.SPOT
+    assert [e.detail for e in again.events("job-1")] == ["created", "cancel requested"]
+    assert again.get("job-2") is None
 
 
-def test_a_stored_spec_loses_the_retired_emulator_seed_field(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
-    spec = '{"name": "demo", "data": [{"source": "cos://b-1250000000/d/", "target": "d", "emulator_seed": "x/"}]}'
-    with store._db() as db:  # as a store written before 0004 left it
-        db.execute("UPDATE jobs SET spec_json = ? WHERE job_id = 'job-1'", (spec,))
-        db.execute("DELETE FROM migrations WHERE name = '0004_drop_emulator_seed'")
-    job = Store(tmp_path / "state.db").get("job-1")
-    assert job is not None and job.spec["data"] == [{"source": "cos://b-1250000000/d/", "target": "d"}]
+def test_a_node_or_image_put_again_replaces_the_record(store: Store) -> None:
+    token = store.acquire("job-1", "a", ttl=30, now=100)
+    store.put_node(token, node())
+    store.put_node(token, node("launched", "ins-1"))
+    store.put_node(token, node(attempt=2))
+    assert [(n.attempt, n.state, n.instance_id) for n in store.nodes("job-1")] == [(1, "launched", "ins-1"),
+                                                                                    (2, "intent", None)]
+    assert [n.attempt for n in store.nodes("job-1", attempt=2)] == [2]
+    store.put_image(token, ImageRecord("img-9", "job-1", "n", "CREATING", 103.0, None))
+    store.put_image(token, ImageRecord("img-9", "job-1", "n", "NORMAL", 103.0, None))
+    assert store.images() == store.images("job-1") == [ImageRecord("img-9", "job-1", "n", "NORMAL", 103.0, None)]
+    assert store.images("job-2") == []
 
 
-def test_transitions_are_fenced_checked_and_logged(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_only_the_writable_fields_can_be_updated(store: Store) -> None:
+    token = store.acquire("job-1", "a", ttl=30, now=100)
+    before = store.get("job-1")
+    for field in ("lease_token", "spec", "name"):
+        with pytest.raises(ValueError, match=f"jobs.{field} is not writable"):
+            store.update("job-1", token, 101, image_id="img-2", **{field: "x"})
+    assert store.get("job-1") == before
+
+
+def test_transitions_are_fenced_checked_and_logged(store: Store) -> None:
     token = store.acquire("job-1", "a", ttl=30, now=100)
     store.transition("job-1", token, JobState.PENDING, JobState.STAGING, "go", 101)
     with pytest.raises(StaleState):
@@ -54,10 +76,10 @@ def test_transitions_are_fenced_checked_and_logged(tmp_path: Path) -> None:
     events = [(e.from_state, e.to_state) for e in store.events("job-1") if e.kind == "transition"]
     assert events == [(None, "PENDING"), ("PENDING", "STAGING")]
     assert store.entered_at("job-1") == 101
+    assert store.get("job-1").state == JobState.STAGING  # type: ignore[union-attr]
 
 
-def test_second_controller_is_fenced_out(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_second_controller_is_fenced_out(store: Store) -> None:
     first = store.acquire("job-1", "a", ttl=30, now=100)
     with pytest.raises(LeaseHeld):
         store.acquire("job-1", "b", ttl=30, now=110)
@@ -66,31 +88,47 @@ def test_second_controller_is_fenced_out(tmp_path: Path) -> None:
     with pytest.raises(FencedOut):
         store.transition("job-1", first, JobState.PENDING, JobState.STAGING, "stale writer", 132)
     with pytest.raises(FencedOut):
-        store.put_node(first, NodeRecord("job-1", 1, 0, "tok", "z", "t", "POSTPAID_BY_HOUR", 1.0, None, "intent"))
+        store.put_node(first, node())
+    with pytest.raises(FencedOut):
+        store.check_lease("job-1", first)
+    store.release("job-1", first)  # not first's to release
+    assert store.get("job-1").lease_owner == "b"  # type: ignore[union-attr]
     store.transition("job-1", second, JobState.PENDING, JobState.STAGING, "current writer", 133)
+    assert store.nodes("job-1") == []
+    with pytest.raises(KeyError):
+        store.acquire("job-2", "a", ttl=30, now=100)
 
 
-def test_find_by_prefix_and_name(tmp_path: Path) -> None:
-    store = new_store(tmp_path)
+def test_find_by_prefix_and_name(store: Store) -> None:
+    store.create_job("job_2", "other", {}, {}, {}, now=101.0, deadline=200.0, source_dir="/", settings={})
+    assert [j.job_id for j in store.find("job")] == ["job_2", "job-1"]  # newest first
     assert [j.job_id for j in store.find("job-")] == ["job-1"]
     assert [j.job_id for j in store.find("demo")] == ["job-1"]
-    assert store.find("nothing") == []
+    assert [j.job_id for j in store.find("job_")] == ["job_2"]  # _ is not a wildcard
+    assert store.find("%") == [] and store.find("nothing") == []
+    token = store.acquire("job_2", "a", ttl=30, now=101)
+    store.transition("job_2", token, JobState.PENDING, JobState.CANCELLED, "x", 102)
+    assert [j.job_id for j in store.list_jobs()] == ["job_2", "job-1"]
+    assert [j.job_id for j in store.list_jobs(active_only=True)] == ["job-1"]
 
 
-def test_pool_claims_are_exclusive_and_idempotent(tmp_path: Path) -> None:
-    from orchestrator.state.store import PoolInstance, PoolStore
-
-    pools = PoolStore(new_store(tmp_path))
+def test_pool_claims_are_exclusive_and_idempotent(store: Store) -> None:
+    pools = PoolStore(store)
     pools.add(PoolInstance("ins-pool0001", "default", "z-3", "GN7.2XLARGE32", None, 1.0))
+    pools.add(PoolInstance("ins-pool0001", "default", "z-9", "other", None, 9.0))  # already known: ignored
+    pools.add(PoolInstance("ins-pool0002", "other", "z-3", "GN7.2XLARGE32", None, 1.0))
     assert pools.idle("default", [("z-3", "GN7.2XLARGE32")]) == 1
+    assert [m.instance_id for m in pools.members("default")] == ["ins-pool0001"]
     where = [("z-4", "GN7.2XLARGE32"), ("z-3", "GN7.2XLARGE32")]
     claimed = pools.claim("default", where, "job-1/a1n0", 2.0)
-    assert claimed is not None and claimed.instance_id == "ins-pool0001" and claimed.zone == "z-3"
+    assert claimed == PoolInstance("ins-pool0001", "default", "z-3", "GN7.2XLARGE32", "job-1/a1n0", 2.0)
     again = pools.claim("default", where, "job-1/a1n0", 3.0)  # a retry after a crash: the same member
     assert again is not None and again.instance_id == "ins-pool0001"
     assert pools.claim("default", where, "job-2/a1n0", 3.0) is None  # busy
     pools.release("ins-pool0001", "job-2/a1n0", 4.0)  # not job-2's to give back
-    assert pools.members()[0].job_id == "job-1/a1n0"
+    assert pools.members("default")[0].job_id == "job-1/a1n0"
     pools.release("ins-pool0001", "job-1/a1n0", 5.0)
     claimed = pools.claim("default", where, "job-2/a1n0", 6.0)
     assert claimed is not None and claimed.instance_id == "ins-pool0001"
+    pools.remove("ins-pool0001")
+    assert [m.instance_id for m in pools.members()] == ["ins-pool0002"]

@@ -1,0 +1,69 @@
+"""The store's schema migrations: Alembic revisions in ``versions/``, run by the store on open (no alembic.ini).
+
+A new store is upgraded to head; a store the hand-written migrations wrote is caught up (legacy.py), stamped at
+0001 and upgraded; a store at a revision this code does not know was written by a newer cvmjob and is refused
+before anything changes."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+
+from . import legacy
+
+# Written by the first Alembic revision: the schema that the hand-written migrations left.
+LEGACY_REVISION = "0001"
+# Any constant both replicas agree on: two processes opening a new PostgreSQL store at once migrate one at a time.
+_PG_LOCK_KEY = 0x63766D6A6F62  # "cvmjob"
+
+
+class NewerSchema(Exception):
+    """The store is at a revision this code does not have."""
+
+    def __init__(self, revision: str) -> None:
+        super().__init__(revision)
+        self.revision = revision
+
+
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent))
+    config.set_main_option("path_separator", "os")
+    return config
+
+
+@cache
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(_config())
+
+
+def head() -> str:
+    revision = _scripts().get_current_head()
+    assert revision is not None
+    return revision
+
+
+def upgrade(conn: Connection) -> None:
+    """Bring the schema to head inside ``conn``'s transaction (the caller's: all or nothing). Raises NewerSchema,
+    having changed nothing, when the store is ahead of this code."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+    context = MigrationContext.configure(conn)
+    current = context.get_current_heads()
+    known = {script.revision for script in _scripts().walk_revisions()}
+    for revision in current:
+        if revision not in known:
+            raise NewerSchema(revision)
+    if current == (head(),):
+        return
+    if not current and legacy.is_legacy(conn) and legacy.catch_up(conn):
+        context.stamp(_scripts(), LEGACY_REVISION)
+    config = _config()
+    config.attributes["connection"] = conn
+    command.upgrade(config, "head")

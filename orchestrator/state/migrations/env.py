@@ -1,0 +1,10 @@
+"""Alembic's environment: the store runs its migrations itself (orchestrator.state.migrations.upgrade), on its own
+connection and inside its own transaction, so there is no alembic.ini and no URL here."""
+
+from __future__ import annotations
+
+from alembic import context
+
+context.configure(connection=context.config.attributes["connection"], transactional_ddl=True)
+with context.begin_transaction():  # joins the caller's transaction: the schema changes all at once or not at all
+    context.run_migrations()

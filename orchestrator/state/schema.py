@@ -1,0 +1,108 @@
+"""The store's tables as SQLAlchemy Core sees them: what the queries in store.py are written against.
+
+Migrations never import this module (a revision must keep meaning what it meant when it was written);
+tests/unit/state/test_migrations.py checks that the migrations at head produce exactly these tables."""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text, text
+
+metadata = MetaData()
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("outcome", Text),  # the terminal state a tearing-down job heads for
+    Column("reason", Text, nullable=False, server_default=""),
+    Column("spec_json", Text, nullable=False),
+    Column("plan_json", Text, nullable=False),
+    Column("cloud_json", Text, nullable=False),  # where the job runs: region, endpoint, appid, bucket (no secrets)
+    Column("attempt", Integer, nullable=False, server_default=text("0")),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("deadline", Float, nullable=False),  # max_runtime from creation: the instances' ActionTimer
+    Column("image_id", Text),
+    Column("exit_code", Integer),
+    Column("cost_cny", Float, nullable=False, server_default=text("0")),
+    Column("cancel_requested", Integer, nullable=False, server_default=text("0")),
+    Column("keep_until", Float),
+    Column("final_step", Integer),
+    Column("lease_owner", Text),
+    Column("lease_token", Integer, nullable=False, server_default=text("0")),
+    Column("lease_expires", Float, nullable=False, server_default=text("0")),
+    Column("source_dir", Text, nullable=False, server_default=""),  # the spec file's folder
+    Column("settings_json", Text, nullable=False, server_default="{}"),  # what decide() reads, as submitted
+    Index("jobs_claim", "state", "lease_expires"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Text, ForeignKey("jobs.job_id"), nullable=False),
+    Column("at", Float, nullable=False),
+    Column("kind", Text, nullable=False),  # transition | note | phase | launch | preemption | bill | ...
+    Column("from_state", Text),
+    Column("to_state", Text),
+    Column("detail", Text, nullable=False, server_default=""),
+    Index("events_job", "job_id", "id"),
+    sqlite_autoincrement=True,
+)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("job_id", Text, ForeignKey("jobs.job_id"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("node", Integer, primary_key=True),
+    Column("client_token", Text, nullable=False),
+    Column("zone", Text, nullable=False),
+    Column("instance_type", Text, nullable=False),
+    Column("charge_type", Text, nullable=False),
+    Column("price_per_hour", Float),
+    Column("instance_id", Text),
+    Column("state", Text, nullable=False),  # intent | launched | running | lost | failed | gone
+    Column("launched_at", Float),
+    Column("running_at", Float),
+    Column("ended_at", Float),
+    Column("end_reason", Text, nullable=False, server_default=""),
+    Column("cost_cny", Float),
+    Column("on_demand_price_per_hour", Float),
+)
+
+images = Table(
+    "images",
+    metadata,
+    Column("image_id", Text, primary_key=True),
+    Column("job_id", Text, ForeignKey("jobs.job_id"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("deleted_at", Float),
+)
+
+# Prepaid instances a team keeps between jobs (billing.mode: reserved). The cloud knows them by their cvmjob:pool
+# tag; this table records which job holds which one (claims are atomic here).
+pool_instances = Table(
+    "pool_instances",
+    metadata,
+    Column("instance_id", Text, primary_key=True),
+    Column("pool", Text, nullable=False),
+    Column("zone", Text, nullable=False),
+    Column("instance_type", Text, nullable=False),
+    Column("job_id", Text),  # NULL: idle
+    Column("since", Float, nullable=False),
+)
+
+# The controller replicas sharing the store: `cvmjob controller status` and the API budgets split among them.
+controllers = Table(
+    "controllers",
+    metadata,
+    Column("owner", Text, primary_key=True),
+    Column("started_at", Float, nullable=False),
+    Column("beat_at", Float, nullable=False),
+    Column("info_json", Text, nullable=False, server_default="{}"),
+)
