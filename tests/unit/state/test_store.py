@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from orchestrator.lifecycle.machine import IllegalTransition, JobState
 from orchestrator.providers.tencent.vocabulary import ChargeType
 from orchestrator.state.store import (
+    CRASH_AT_ENV,
     FencedOut,
     ImageRecord,
     LeaseHeld,
@@ -132,3 +139,30 @@ def test_pool_claims_are_exclusive_and_idempotent(store: Store) -> None:
     assert claimed is not None and claimed.instance_id == "ins-pool0001"
     pools.remove("ins-pool0001")
     assert [m.instance_id for m in pools.members()] == ["ins-pool0002"]
+
+
+CRASH_SCRIPT = """
+import sys
+from orchestrator.lifecycle.machine import JobState
+from orchestrator.providers.tencent.vocabulary import ChargeType
+from orchestrator.state.store import NodeRecord, Store
+store = Store(sys.argv[1])
+token = int(sys.argv[2])
+store.transition("job-1", token, JobState.PENDING, JobState.STAGING, "go", 101)
+store.put_node(token, NodeRecord("job-1", 1, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, "ins-1", "launched"))
+print("not killed")
+"""
+
+
+@pytest.mark.parametrize("crash_at", ["PENDING->STAGING", "node:launched"])
+def test_a_crash_point_kills_the_process_after_the_transition_commits_or_before_the_node_is_written(
+    store: Store, store_url: str, crash_at: str, tmp_path: Path
+) -> None:
+    token = store.acquire("job-1", "a", ttl=30, now=100)
+    env = {**os.environ, CRASH_AT_ENV: crash_at}
+    result = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, store_url, str(token)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    job = store.get("job-1")
+    assert job is not None and job.state == JobState.STAGING
+    assert store.nodes("job-1") == []
