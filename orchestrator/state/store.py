@@ -200,8 +200,11 @@ def _node(row: Row[Any]) -> NodeRecord:
 
 
 def _wire(value: Any) -> Any:
-    """An enum as the string the store keeps (a driver may adapt an enum by its name)."""
-    return value.value if isinstance(value, JobState | ChargeType) else value
+    """A value as the store keeps it: an enum as its string (a driver may adapt an enum by its name), a flag as
+    0 or 1 (PostgreSQL will not put a boolean in an integer column)."""
+    if isinstance(value, JobState | ChargeType):
+        return value.value
+    return int(value) if isinstance(value, bool) else value
 
 
 def _url(where: Path | str) -> tuple[URL, str]:

@@ -48,6 +48,10 @@ def test_records_come_back_decoded_and_another_opening_sees_them(store: Store, o
     assert stored == node() and stored.charge_type is ChargeType.SPOT
     assert [e.detail for e in again.events("job-1")] == ["created", "cancel requested"]
     assert again.get("job-2") is None
+    again.update("job-1", token, 103, cancel_requested=False, keep_until=300.5, final_step=7, exit_code=1)
+    job = again.get("job-1")
+    assert job is not None and (job.cancel_requested, job.keep_until, job.final_step, job.exit_code) == (
+        False, 300.5, 7, 1)
 
 
 def test_a_node_or_image_put_again_replaces_the_record(store: Store) -> None:
