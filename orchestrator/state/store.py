@@ -16,7 +16,7 @@ import signal
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -401,21 +401,23 @@ class Store:
             )
             return token
 
-    def claim(self, owner: str, ttl: float, now: float, limit: int) -> list[tuple[str, int]]:
+    def claim(
+        self, owner: str, ttl: float, now: float, limit: int, *, held: Collection[str] = ()
+    ) -> list[tuple[str, int]]:
         """Take the leases of up to ``limit`` non-terminal jobs (oldest first) whose lease is free, expired or
         already ``owner``'s; returns (job id, new token) for each: the caller's own jobs come back with a new token
-        too, which replaces the one it held. Two controllers claiming at once never get the same job: rows another
-        claim has locked are skipped (PostgreSQL), or claims take turns (SQLite)."""
+        too, which replaces the one it held. ``held``: jobs the caller is driving, left out (their tokens stay as
+        they are, and they take no room in ``limit``). Two controllers claiming at once never get the same job:
+        rows another claim has locked are skipped (PostgreSQL), or claims take turns (SQLite)."""
+        query = select(jobs.c.job_id, jobs.c.lease_token).where(
+            jobs.c.state.in_(_ACTIVE_STATES),
+            or_(jobs.c.lease_owner.is_(None), jobs.c.lease_expires <= now, jobs.c.lease_owner == owner),
+        )
+        if held:
+            query = query.where(jobs.c.job_id.not_in(list(held)))
         with self._write() as conn:
             rows = conn.execute(
-                select(jobs.c.job_id, jobs.c.lease_token)
-                .where(
-                    jobs.c.state.in_(_ACTIVE_STATES),
-                    or_(jobs.c.lease_owner.is_(None), jobs.c.lease_expires <= now, jobs.c.lease_owner == owner),
-                )
-                .order_by(jobs.c.created_at, jobs.c.job_id)
-                .limit(limit)
-                .with_for_update(skip_locked=True)
+                query.order_by(jobs.c.created_at, jobs.c.job_id).limit(limit).with_for_update(skip_locked=True)
             ).all()
             claimed = [(r.job_id, int(r.lease_token) + 1) for r in rows]
             if claimed:

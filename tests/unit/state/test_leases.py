@@ -36,6 +36,9 @@ def test_claim_takes_free_jobs_oldest_first_up_to_the_limit(open_store: Opener) 
     assert all(token == 1 for _, token in claimed)
     assert store.claim("a", ttl=30, now=11, limit=10) == [(ids[2], 2), (ids[3], 2), (ids[4], 1)]  # ours again
     assert store.claim("c", ttl=30, now=12, limit=10) == []  # every active job is held
+    store.create_job("job-new", "new", {}, {}, {}, now=50, deadline=9e9, source_dir="/", settings={})
+    assert store.claim("a", ttl=30, now=13, limit=1, held=[ids[2], ids[3], ids[4]]) == [("job-new", 1)]
+    assert store.get(ids[2]).lease_token == 2  # type: ignore[union-attr]  # held: left as it was
     job = store.get(ids[4])
     assert job is not None and (job.lease_owner, job.lease_token, job.lease_expires) == ("a", 1, 41.0)
 
