@@ -122,18 +122,33 @@ def memory_kib(pid: int) -> tuple[int, int] | None:
     return values["VmHWM"], values["VmRSS"]
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a live process (/proc/<pid>/stat): on two shared cores, who used them matters."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": fields[11], [12] are utime, stime
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Watched:
-    """A process of ours and the highest VmHWM seen of it (sampled while it lives: /proc forgets it at exit)."""
+    """A process of ours, the highest VmHWM and the CPU time seen of it (sampled while it lives: /proc forgets it
+    at exit)."""
 
     name: str
     popen: subprocess.Popen[bytes]
     peak_kib: int = 0
+    cpu_s: float = 0.0
 
     def sample(self) -> None:
         found = memory_kib(self.popen.pid)
         if found is not None:
             self.peak_kib = max(self.peak_kib, found[0])
+        cpu = cpu_seconds(self.popen.pid)
+        if cpu is not None:
+            self.cpu_s = max(self.cpu_s, cpu)
 
     def stop(self, grace: float = STOP_SECONDS) -> None:
         if self.popen.poll() is None:
@@ -380,6 +395,8 @@ class Side:
     ended: float = 0.0  # the last job's end (the run's deadline if some never ended)
     states: dict[str, str] = field(default_factory=dict)
     died: str = ""  # why the run is not to be trusted (a controller that exited early)
+    emulator_cpu_s: float = 0.0  # over the side's run
+    own_cpu_s: float = 0.0  # this process's (the agents, the submissions, the reading), over the side's run
 
     @property
     def peak_mb(self) -> float:
@@ -446,6 +463,20 @@ def wait_for_jobs(side: Side, deadline: float, alive: Callable[[], str]) -> None
             time.sleep(STORE_POLL_SECONDS)
     finally:
         store.close()
+
+
+class CpuWindow:
+    """The emulator's and this process's CPU time over one side's run."""
+
+    def __init__(self, side: Side, emulator: EmulatorProcess) -> None:
+        self.side, self.pid = side, emulator.process.pid
+
+    def __enter__(self) -> None:
+        self.emulator, self.own = cpu_seconds(self.pid) or 0.0, time.process_time()
+
+    def __exit__(self, *exc: object) -> None:
+        self.side.emulator_cpu_s = (cpu_seconds(self.pid) or 0.0) - self.emulator
+        self.side.own_cpu_s = time.process_time() - self.own
 
 
 def run_controller(side: Side, args: argparse.Namespace, report: api.PlanReport, agents: Agents,
@@ -535,6 +566,9 @@ class Numbers:
     launch: list[float]
     detect: list[float]
     seconds: float
+    cpu_s: float
+    emulator_cpu_s: float
+    own_cpu_s: float
 
     @property
     def mb_per_job(self) -> float:
@@ -582,6 +616,9 @@ def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: Iterable[Recla
         launch=launch,
         detect=detect,
         seconds=seconds,
+        cpu_s=sum(p.cpu_s for p in side.processes),
+        emulator_cpu_s=side.emulator_cpu_s,
+        own_cpu_s=side.own_cpu_s,
     )
 
 
@@ -633,6 +670,11 @@ def report_table(args: argparse.Namespace, ours: Numbers, base: Numbers | None, 
         ("reclaim notice -> RECOVERING, max s", cell(stat(ours.detect, max), ".2f"), "-"),
         ("first submission -> last job ended, s", cell(ours.seconds, ".0f"), cell(base.seconds if base else None,
                                                                                      ".0f")),
+        ("CPU s: the controller (baseline: its processes)", cell(ours.cpu_s, ".1f"),
+         cell(base.cpu_s if base else None, ".1f")),
+        ("CPU s: the emulator", cell(ours.emulator_cpu_s, ".1f"), cell(base.emulator_cpu_s if base else None, ".1f")),
+        ("CPU s: this process (simulated agents, submits)", cell(ours.own_cpu_s, ".1f"),
+         cell(base.own_cpu_s if base else None, ".1f")),
     ]
     print(f"{'':<48} {'1 controller':>14} {'1 process/job':>14}")
     for label, a, b in rows:
@@ -716,13 +758,15 @@ def main() -> int:
         agents.start()
         log(f"controller: {args.jobs} jobs, {args.reclaims} reclaims (agents are simulated)")
         ours = Side("controller", root / "controller-home")
-        run_controller(ours, args, report, agents, rng, deadline)
+        with CpuWindow(ours, emulator):
+            run_controller(ours, args, report, agents, rng, deadline)
         reclaims, peak_training = list(agents.reclaims), agents.peak_training
         base: Side | None = None
         if args.baseline_jobs and not ours.died:
             log(f"baseline: {args.baseline_jobs} jobs, a process each")
             base = Side("baseline", root / "baseline-home")
-            run_baseline(base, args, report, agents, deadline)
+            with CpuWindow(base, emulator):
+                run_baseline(base, args, report, agents, deadline)
         calls.stop()
         ours_n = numbers(ours, calls, agents, reclaims)
         base_n = numbers(base, calls, agents, []) if base is not None else None
