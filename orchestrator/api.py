@@ -12,7 +12,7 @@ from pathlib import Path
 from . import embedded
 from . import pool as pools
 from .contract import JobLayout, Manifest, Result, Status
-from .home import state_db
+from .home import store_url
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
 from .lifecycle.settings import settings_to_json
@@ -169,7 +169,7 @@ def plan(
 def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
     """Reserved jobs buy nothing: say how many pool members fit (no DryRun of a purchase that will not happen)."""
     name = spec.billing.reserved_pool or "default"
-    members = pools.sync(PoolStore(Store(state_db())), sdk, name, time.time())
+    members = pools.sync(PoolStore(Store(store_url())), sdk, name, time.time())
     fitting = {(p.zone, p.instance_type) for p in plan_.candidates if p.charge_type == ChargeType.RESERVED}
     matching = [m for m in members if (m.zone, m.instance_type) in fitting]
     idle = [m for m in matching if m.job_id is None]
@@ -178,7 +178,10 @@ def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
     )
 
 
-def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.time) -> str:
+def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.time,
+           lease: tuple[str, float] | None = None) -> str:
+    """The job, recorded and PENDING. ``lease``: (owner, ttl) of the controller about to drive it in this process;
+    None leaves it to whichever controller claims it."""
     policies = load_job_policies(report.spec, report.spec_path)
     job_id = new_job_id()
     created = now()
@@ -192,6 +195,7 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
         created + report.spec.limits.max_runtime,
         str(report.spec_path.resolve().parent),
         settings_to_json(settings_for(report.spec, policies.recovery, policies.pool)),
+        lease=lease,
     )
     return job_id
 

@@ -9,7 +9,7 @@ import os
 import typer
 
 from .. import api, embedded
-from ..home import state_db
+from ..home import store_url
 from ..state.store import Store
 
 emulator_app = typer.Typer(no_args_is_help=True, help="The local Tencent Cloud emulator.")
@@ -52,5 +52,5 @@ def seed(ctx: typer.Context) -> None:
     try:
         code = _emulator_main(["seed", "--endpoint", local.endpoint, *args])
     finally:
-        api.release_embedded(Store(state_db()))  # the seeded objects stay in its state directory
+        api.release_embedded(Store(store_url()))  # the seeded objects stay in its state directory
     raise typer.Exit(code)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,19 +20,20 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import api, embedded
-from ..controller.drive import drive
-from ..controller.engine import Controls
-from ..home import HomeError, state_db
+from ..controller.drive import controller_name, drive
+from ..controller.engine import LEASE_SECONDS, Controls
+from ..home import HomeError, state_db, store_url
 from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
 from ..plan.planner import PlanError
 from ..pool import PoolError
 from ..providers.tencent.errors import CloudError
 from ..spec import JobSpec, SpecError
 from ..spec.durations import parse_duration
-from ..state.store import FencedOut, LeaseHeld, Store
+from ..state.store import FencedOut, LeaseHeld, Store, StoreError
 from ..tags import owner
 from ..target import TargetError, connect, resolve
 from . import render
+from .controller import controller_app
 from .emulator import emulator_app
 from .options import Abort, Emulator, Output, check_output
 from .pool import pool_app
@@ -39,6 +41,7 @@ from .pool import pool_app
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0], pretty_exceptions_enable=False
 )
+app.add_typer(controller_app, name="controller")
 app.add_typer(emulator_app, name="emulator")
 app.add_typer(pool_app, name="pool")
 
@@ -48,7 +51,18 @@ JobRef = Annotated[str, typer.Argument(help="job id (or a unique prefix, or the 
 
 
 def _store() -> Store:
-    return Store(state_db())
+    return Store(store_url())
+
+
+@app.callback()
+def _options(
+    db: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--db", help="the state store: a postgresql:// URL (a team's shared store) or a SQLite file; default "
+                     "$CVMJOB_DB, else $CVMJOB_HOME/state.db")] = None,
+) -> None:
+    """cvmjob: run GPU training jobs on Tencent Cloud (or the local emulator)."""
+    if db:
+        os.environ["CVMJOB_DB"] = db  # for this process and the controllers it starts
 
 
 def _say_target(report: api.PlanReport, output: str) -> None:
@@ -85,15 +99,37 @@ def run(
     report = api.plan(spec, set_ or [], emulator, name)
     _say_target(report, output)
     store = _store()
-    job_id = api.submit(report, store)
+    me = None if detach else controller_name()
+    job_id = api.submit(report, store, lease=None if me is None else (me, LEASE_SECONDS))
     if output == "text":
         render.console.print(f"job [bold]{job_id}[/] submitted ({report.plan.primary.label()})")
     if detach:
-        _spawn_driver(job_id)
+        handed = _hand_to_controller(store)
         if output == "json":
-            render.print_json({"job_id": job_id, "detached": True})
+            render.print_json({"job_id": job_id, "detached": True, "controller": handed})
+        else:
+            render.console.print(f"driven by {handed}; `cvmjob status {job_id}` shows where it is")
         return
-    _drive_foreground(store, job_id, output)
+    _drive_foreground(store, job_id, output, me=me)
+
+
+def _hand_to_controller(store: Store) -> str:
+    """A live controller of this store claims the job; when none is alive, one is started in the background,
+    to exit once it has nothing left to drive."""
+    live = store.live_controllers(time.time(), LEASE_SECONDS)
+    if live:
+        return f"controller {live[0].owner}"
+    log = state_db().parent / "logs" / "controller.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli.main", "controller", "--exit-when-idle"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return f"a controller started in the background (its log: {log})"
 
 
 def _spawn_driver(job_id: str) -> None:
@@ -109,7 +145,7 @@ def _spawn_driver(job_id: str) -> None:
         )
 
 
-def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False) -> None:
+def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False, me: str | None = None) -> None:
     controls = Controls()
     progress = render.Progress()
     presses = {"count": 0}
@@ -136,6 +172,7 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
             job_id,
             controls=controls,
             force_lease=force,
+            me=me,
             emit=progress.event if output == "text" else lambda kind, message: None,
             on_round=progress.round if output == "text" else None,
         )
@@ -341,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
     except (TargetError, embedded.EmulatorDidNotStart) as exc:
         _error(str(exc))
         sys.exit(EXIT_CLOUD_ERROR)
-    except HomeError as exc:
+    except (HomeError, StoreError) as exc:
         _error(str(exc))
         sys.exit(EXIT_BAD_INPUT)
     except (LeaseHeld, FencedOut) as exc:
@@ -355,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         # The embedded emulator lives for the jobs' duration: once no active job needs it (a plan, a finished
         # run, a rejected spec), it stops.
-        with contextlib.suppress(HomeError):  # already said, if it is what failed
+        with contextlib.suppress(HomeError, StoreError):  # already said, if it is what failed
             if embedded.running() is not None:
                 api.release_embedded(_store())
 

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from .. import pool as pools
-from ..home import state_db
+from ..home import store_url
 from ..providers.tencent import TencentSdk
 from ..state.store import PoolStore, Store
 from ..target import connect, resolve
@@ -23,7 +23,7 @@ Region = Annotated[str, typer.Option(help="the region of the pool's instances")]
 
 
 def _open(region: str, emulator: bool) -> tuple[PoolStore, TencentSdk]:
-    return PoolStore(Store(state_db())), connect(resolve(region, emulator))
+    return PoolStore(Store(store_url())), connect(resolve(region, emulator))
 
 
 @pool_app.command("ls")

@@ -48,8 +48,10 @@ def drive(
     now: Callable[[], float] = time.time,
     force_lease: bool = False,
     on_round: OnRound | None = None,
+    me: str | None = None,
 ) -> JobRecord:
-    me = controller_name()
+    """``me``: the lease holder's name the job was submitted with (api.submit's lease), if any."""
+    me = me or controller_name()
     token = store.acquire(job_id, me, LEASE_SECONDS, now(), force=force_lease or _holder_is_dead(store, job_id))
     engine = Engine(store, me, now=now, workers=1, raise_errors=True)
     try:

@@ -221,12 +221,12 @@ class Engine:
         if self.now() - self._renewed < self.lease_seconds / 3:
             return
         self._renewed = self.now()
-        for job_id, held in list(self.held.items()):
-            try:
-                self.store.renew(job_id, held.token, self.lease_seconds, self.now())
-            except FencedOut:
-                log.warning("job %s: another controller took its lease; letting it go", job_id)
-                self.held.pop(job_id, None)
+        tokens = {job_id: held.token for job_id, held in self.held.items()}
+        for job_id in self.store.renew_all(self.owner, tokens, self.lease_seconds, self.now()):
+            self.held.pop(job_id, None)
+            if self.raise_errors:
+                raise FencedOut(f"job {job_id}: another controller took its lease")
+            log.warning("job %s: another controller took its lease; letting it go", job_id)
 
     # -- one job's step -------------------------------------------------------------------------------------
     def _step(self, held: Held, job: JobRecord, nodes: list[NodeRecord], seen: CloudLook | CloudError) -> None:

@@ -354,10 +354,15 @@ class Store:
         deadline: float,
         source_dir: str,
         settings: dict[str, Any],
+        lease: tuple[str, float] | None = None,
     ) -> None:
+        """``lease``: (owner, ttl) of the controller that will drive the job itself (`cvmjob run`), so that no
+        other controller claims it between its submission and its first round."""
+        held = {"lease_owner": lease[0], "lease_expires": now + lease[1]} if lease else {}
         with self._write() as conn:
             conn.execute(
                 jobs.insert().values(
+                    **held,
                     job_id=job_id,
                     name=name,
                     state=JobState.PENDING.value,

@@ -1,0 +1,79 @@
+"""``cvmjob controller [status]``: the service that drives every job it can claim from the store."""
+
+from __future__ import annotations
+
+import signal
+import time
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..controller.engine import LEASE_SECONDS
+from ..controller.service import Service, ServiceSettings
+from ..home import store_url
+from ..state.store import Store
+from . import render
+from .options import Output, check_output
+
+controller_app = typer.Typer(help="The controller service: drives every job it can claim from the store.")
+
+
+def _say(line: str) -> None:
+    print(f"{datetime.now().strftime('%H:%M:%S')} {line}", flush=True)
+
+
+@controller_app.callback(invoke_without_command=True)
+def serve(
+    ctx: typer.Context,
+    max_jobs: Annotated[int, typer.Option(min=1, help="the most jobs this replica drives at once")] = 1000,
+    workers: Annotated[int, typer.Option(min=1, max=256, help="threads stepping jobs (cloud calls in flight)")] = 16,
+    lease: Annotated[float, typer.Option(min=5, help="seconds a lease lasts unrenewed: a dead replica's jobs are "
+                                                     "taken over after it")] = LEASE_SECONDS,
+    exit_when_idle: Annotated[bool, typer.Option(help="exit once no job is left to drive")] = False,
+) -> None:
+    """Drive every job this store holds that no live controller drives, until SIGTERM or Ctrl-C (which drain: no
+    more claims, the steps in flight finish, the leases are handed back)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    service = Service(Store(store_url()), ServiceSettings(max_jobs, lease, workers, exit_when_idle), say=_say)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        _say(f"{signal.Signals(signum).name}: draining")
+        service.drain()
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
+    service.run()
+
+
+@controller_app.command()
+def status(output: Output = "text") -> None:
+    """The live controllers of this store, the jobs each holds and when their leases expire."""
+    check_output(output)
+    store = Store(store_url())
+    now = time.time()
+    replicas = store.live_controllers(now, LEASE_SECONDS)
+    leases = store.leases(now)
+    held: dict[str, list[Any]] = {r.owner: [] for r in replicas}
+    for lease in leases:
+        held.setdefault(lease.owner, []).append(lease)
+    if output == "json":
+        render.print_json([
+            {"owner": r.owner, "started_at": r.started_at, "beat_at": r.beat_at, "info": r.info,
+             "jobs": [{"job_id": x.job_id, "name": x.name, "state": x.state, "lease_expires_in": x.expires_at - now}
+                      for x in held.get(r.owner, [])]}
+            for r in replicas
+        ])
+        return
+    if not replicas:
+        render.console.print("no live controller holds this store (`cvmjob controller` starts one)")
+    table = Table()
+    for column in ("controller", "job", "name", "state", "lease expires in"):
+        table.add_column(column)
+    for owner, jobs in held.items():
+        for x in jobs or [None]:
+            table.add_row(owner, *(("-", "-", "-", "-") if x is None else
+                                   (x.job_id, x.name, x.state, f"{x.expires_at - now:.0f} s")))
+    render.console.print(table)

@@ -1,0 +1,102 @@
+"""`cvmjob controller`: a long-running engine that drives every job it can claim from the store.
+
+Several replicas may share one store (PostgreSQL for a team): each claims unleased or expired jobs (SELECT … FOR
+UPDATE SKIP LOCKED), renews its leases every third of their life, and takes 1 / (live replicas) of every API
+budget. A replica that dies is noticed by its leases running out: the others take its jobs within the lease TTL,
+and the jobs' ClientTokens and tags make sure no attempt gets a second instance. SIGTERM or SIGINT drains: no
+more claims, the steps in flight finish, the leases are given back at once, and the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..state.store import Store
+from .drive import controller_name
+from .engine import LEASE_SECONDS, Engine
+
+log = logging.getLogger(__name__)
+
+CLAIM_BATCH = 50  # jobs claimed per round at most: a thousand pending jobs are taken in twenty rounds, not one stall
+IDLE_EXIT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    max_jobs: int = 1000
+    lease_seconds: float = LEASE_SECONDS
+    workers: int = 16
+    exit_when_idle: bool = False  # a controller started by `run --detach` ends when it has nothing left to drive
+
+
+class Service:
+    def __init__(self, store: Store, settings: ServiceSettings = ServiceSettings(), *,
+                 say: Callable[[str], None] = print, now: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.settings = settings
+        self.say = say
+        self.now = now
+        self.name = controller_name()
+        self.engine = Engine(store, self.name, now=now, workers=settings.workers, lease_seconds=settings.lease_seconds)
+        self.draining = threading.Event()
+        self._beat_at = 0.0
+        self._idle_since: float | None = None
+
+    def run(self) -> None:
+        """Until drained (``draining`` set, e.g. by a signal handler) or, with exit_when_idle, out of work."""
+        self.store.register_controller(self.name, self.now(), {"host": socket.gethostname(), "pid": os.getpid()})
+        self.say(f"controller {self.name}: driving up to {self.settings.max_jobs} jobs")
+        try:
+            while not self.draining.is_set():
+                self._beat()
+                self._claim()
+                for job in self.engine.round():
+                    self.say(f"{job.job_id} {job.state.value}: {job.reason}")
+                if self._idle_for_good():
+                    self.say("controller: no job left to drive; exiting")
+                    break
+                self.engine.sleep()
+        finally:
+            held = len(self.engine.held)
+            self.engine.close()  # the steps in flight finish; every lease is given back
+            self.store.remove_controller(self.name)
+            self.say(f"controller {self.name}: stopped, {held} job(s) handed back")
+
+    def drain(self) -> None:
+        self.draining.set()
+        self.engine.wake.set()
+
+    def _beat(self) -> None:
+        if self.now() - self._beat_at < self.settings.lease_seconds / 3:
+            return
+        self._beat_at = self.now()
+        self.store.beat_controller(self.name, self.now())
+        live = self.store.live_controllers(self.now(), self.settings.lease_seconds)
+        self.engine.share = 1.0 / max(1, len(live))
+
+    def _claim(self) -> None:
+        room = min(CLAIM_BATCH, self.settings.max_jobs - len(self.engine.held))
+        if room <= 0:
+            return
+        claimed = self.store.claim(self.name, self.settings.lease_seconds, self.now(), room,
+                                   held=self.engine.held.keys())
+        for job_id, token in claimed:
+            job = self.store.get(job_id)
+            self.say(f"{job_id} claimed ({job.state.value if job else '?'})")
+            self.engine.hold(job_id, token, emit=self._emitter(job_id))
+
+    def _emitter(self, job_id: str) -> Callable[[str, str], None]:
+        return lambda kind, message: self.say(f"{job_id} {kind}: {message}")
+
+    def _idle_for_good(self) -> bool:
+        if not self.settings.exit_when_idle or self.engine.held:
+            self._idle_since = None
+            return False
+        self._idle_since = self._idle_since or self.now()
+        return self.now() - self._idle_since > IDLE_EXIT_SECONDS
