@@ -7,5 +7,7 @@ Load tests: ``serve --no-user-data``, or at run time the admin call ``PUT /_emul
 false}`` (``AdminClient.set_run_user_data(False)``), boots instances without running their UserData or any other
 process: they still go PENDING -> RUNNING, are billed, reclaimed and terminated, and the rest of the cloud (COS,
 metadata, the call log, rate limits) is unchanged, so a load generator can play a thousand agents through the real
-APIs. ``{"run_user_data": true}`` switches back, for boots after the call.
+APIs. ``{"run_user_data": true}`` switches back, for boots after the call. ``serve --state-save-seconds 1`` writes
+the state file at most once a second instead of after every change (with a thousand instances a write takes about
+0.1 s); what a kill -9 then loses is the last second.
 """

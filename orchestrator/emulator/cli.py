@@ -56,6 +56,12 @@ def parser(prog: str = "python -m orchestrator.emulator") -> argparse.ArgumentPa
         action="store_false",
         help="load tests: instances boot (PENDING -> RUNNING, billed, reclaimed) without running any process",
     )
+    s.add_argument(
+        "--state-save-seconds",
+        type=float,
+        default=0.0,
+        help="load tests: write the state file at most this often (default 0: after every change)",
+    )
     s.add_argument("--ready-file", type=Path, help="write {endpoint, secret_id, ...} here once listening")
     d = sub.add_parser("seed", help="copy a local folder into a bucket of a running emulator (example data)")
     d.add_argument("--endpoint", required=True, help="HOST:PORT of the running emulator")
@@ -84,6 +90,7 @@ def config_from(args: argparse.Namespace) -> EmulatorConfig:
         clock=args.clock,
         gpus=args.gpus,
         run_user_data=args.run_user_data,
+        state_save_seconds=args.state_save_seconds,
     )
 
 

@@ -48,6 +48,8 @@ class EmulatorConfig:
     # False: the load-test mode (``serve --no-user-data``, admin ``PUT settings``): a boot starts no process at all,
     # neither the per-boot scripts nor the UserData; everything else about instances is unchanged.
     run_user_data: bool = True
+    # Seconds between writes of the state file at most (``serve --state-save-seconds``); 0: after every change.
+    state_save_seconds: float = 0.0
 
     @property
     def endpoint(self) -> str:

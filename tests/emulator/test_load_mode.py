@@ -1,9 +1,11 @@
 """The load-test switch: with ``run_user_data`` off, instances boot, bill, get reclaimed and terminate with no
 process at all (a load generator plays their agents); switched back on, boots run their UserData again. Also what
-load tests read: the numbered call log (``since``) and each instance's launch time and ClientToken."""
+load tests read: the numbered call log (``since``) and each instance's launch time and ClientToken; and the state
+file written at most every ``--state-save-seconds``."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from tests.emulator.cvm_support import (
     wait_for,
     wait_state,
 )
-from tests.emulator_process import EmulatorProcess
+from tests.emulator_process import EmulatorProcess, start_emulator
 
 WRITER = "#!/bin/bash\necho ran > $HOME/ran\n"
 SPOT = {"InstanceChargeType": "SPOTPAID", "InstanceType": SPOT_TYPE}
@@ -113,3 +115,22 @@ def test_the_call_log_is_numbered_and_read_since(emulator: EmulatorProcess, cvm:
     run_one(cvm)
     newer = wait_for(lambda: emulator.admin.calls(since=last) or None, what="a newer call")
     assert [c["action"] for c in newer] == ["RunInstances"] and newer[0]["seq"] > last
+
+
+def test_a_save_interval_holds_writes_back_until_a_tick_or_the_exit(tmp_path: Path) -> None:
+    server = start_emulator(tmp_path / "state", "--state-save-seconds", "3")
+    state_file = tmp_path / "state" / "state.json"
+
+    def saved() -> list[str]:  # the messages of the launch-failure rules in the state file
+        return [r["message"] for r in json.loads(state_file.read_text())["faults"]["launch_failures"]]
+
+    try:
+        server.admin.add_launch_failures(message="first")  # nothing written for 3 s before: written at once
+        assert saved() == ["first"]
+        server.admin.add_launch_failures(message="second")  # within 3 s of that write: held back
+        assert saved() == ["first"]
+        wait_for(lambda: "second" in saved() or None, timeout=10, what="a tick to write the held-back change")
+        server.admin.add_launch_failures(message="third")
+    finally:
+        server.stop()  # SIGTERM: the exit writes what is left
+    assert saved() == ["first", "second", "third"]
