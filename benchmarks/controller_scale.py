@@ -505,6 +505,14 @@ def run_controller(side: Side, args: argparse.Namespace, report: api.PlanReport,
     chosen = rng.sample(range(args.jobs), args.reclaims)
     reclaim_after = {i: rng.uniform(5.0, max(5.0, min(30.0, args.train_seconds / 2))) for i in chosen}
     try:
+        # Jobs come to a controller that is up: its start (imports, the store) is not launch latency.
+        ready = time.time() + 120
+        while "driving up to" not in (side.home / "controller.log").read_text(errors="replace"):
+            why = alive() or ("the controller did not start within 120 s" if time.time() > ready else "")
+            if why:
+                side.died, side.ended = why, time.time()
+                return
+            time.sleep(0.2)
         if submit_jobs(side, report, args.jobs, args.rate, agents, span + args.train_seconds, reclaim_after,
                        deadline, alive):
             log(f"{side.name}: {args.jobs} jobs submitted in {time.time() - side.started:.0f} s")
