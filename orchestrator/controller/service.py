@@ -46,6 +46,7 @@ class Service:
         self.engine = Engine(store, self.name, now=now, workers=settings.workers, lease_seconds=settings.lease_seconds)
         self.draining = threading.Event()
         self._beat_at = 0.0
+        self._replicas = 1
         self._idle_since: float | None = None
 
     def run(self) -> None:
@@ -76,12 +77,19 @@ class Service:
         if self.now() - self._beat_at < self.settings.lease_seconds / 3:
             return
         self._beat_at = self.now()
-        self.store.beat_controller(self.name, self.now())
-        live = self.store.live_controllers(self.now(), self.settings.lease_seconds)
-        self.engine.share = 1.0 / max(1, len(live))
+        if not self.store.beat_controller(self.name, self.now()):  # its record was swept: it is alive all the same
+            self.store.register_controller(self.name, self.now(), {"host": socket.gethostname(), "pid": os.getpid()})
 
     def _claim(self) -> None:
-        room = min(CLAIM_BATCH, self.settings.max_jobs - len(self.engine.held))
+        # Every round: a replica that died stops counting as soon as its record goes stale, so the others' share
+        # grows to its jobs within the lease TTL (counted every third of it, takeover took a third longer).
+        self._replicas = max(1, len(self.store.live_controllers(self.now(), self.settings.lease_seconds)))
+        self.engine.share = 1.0 / self._replicas
+        # A fair share of the active jobs, so that replicas started together split the work; once a replica is
+        # gone, the share of the others grows to take its jobs.
+        active = self.store.count_active()
+        fair = -(-active // self._replicas)
+        room = min(CLAIM_BATCH, self.settings.max_jobs - len(self.engine.held), fair - len(self.engine.held))
         if room <= 0:
             return
         claimed = self.store.claim(self.name, self.settings.lease_seconds, self.now(), room,

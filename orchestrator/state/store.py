@@ -311,6 +311,12 @@ class Store:
         with self._read() as conn:
             return [_job(r) for r in conn.execute(query)]
 
+    def count_active(self) -> int:
+        """How many jobs have not ended (a controller's fair share is a part of them)."""
+        with self._read() as conn:
+            return int(conn.execute(select(func.count()).select_from(jobs).where(
+                jobs.c.state.in_(_ACTIVE_STATES))).scalar_one())
+
     def events(self, job_id: str) -> list[Event]:
         with self._read() as conn:
             rows = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()

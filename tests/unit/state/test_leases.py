@@ -164,3 +164,12 @@ def test_controllers_register_beat_and_leave(open_store: Opener) -> None:
     store.remove_controller("a")
     assert store.beat_controller("a", now=131) is False
     assert store.live_controllers(now=131, ttl=100) == [ControllerRecord("b", 101.0, 101.0, {})]
+
+
+def test_count_active_counts_the_jobs_that_have_not_ended(store_url: str) -> None:
+    store = Store(store_url)
+    for job_id in ("job-a", "job-b"):
+        store.create_job(job_id, "n", {"name": "n"}, {"region": "r", "image_id": "i"}, {}, 1.0, 2.0, "/", {})
+    token = store.acquire("job-a", "me", 30, 1.0)
+    store.transition("job-a", token, JobState.PENDING, JobState.CANCELLED, "cancelled", 2.0)
+    assert store.count_active() == 1
