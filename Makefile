@@ -33,8 +33,11 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
 
+# The whole suite on the embedded SQLite store (PostgreSQL where a test is marked postgres), then the crash-point
+# suite again with every scenario on a PostgreSQL store of its own: the store is what a killed controller leaves.
 test: install clients postgres lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
+	CVMJOB_FAULT_DB=postgres $(VENV)/bin/pytest tests/faults/test_crash_points.py
 
 demo: install
 	$(VENV)/bin/cvmjob emulator seed jobs/quickstart/dataset cos://cvmjob-examples-1250000000/quickstart/

@@ -41,7 +41,9 @@ def fault_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         for item in request.session.items
         if hasattr(item, "callspec") and "scenario_name" in item.callspec.params
     ]
-    pool = Pool(tmp_path_factory.mktemp("faults"), wanted, LANES)
+    # CVMJOB_FAULT_DB=postgres: every scenario on a PostgreSQL store of its own (the suite runs on SQLite otherwise).
+    postgres = request.getfixturevalue("postgres_url") if os.environ.get("CVMJOB_FAULT_DB") == "postgres" else None
+    pool = Pool(tmp_path_factory.mktemp("faults"), wanted, LANES, postgres)
     _state["started"] = time.monotonic()
     yield pool
     pool.close()
@@ -97,7 +99,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     records = list(_records.values())
     passed = sum(r.outcome == "passed" for r in records)
     terminalreporter.write_sep("-", "fault suite")
-    terminalreporter.write_line(f"{passed} of {len(records)} fault-suite tests passed")
+    backend = "PostgreSQL" if os.environ.get("CVMJOB_FAULT_DB") == "postgres" else "SQLite"
+    terminalreporter.write_line(f"{passed} of {len(records)} fault-suite tests passed (state store: {backend})")
     for r in records:
         if r.checked == ["coverage"] and r.injected:
             terminalreporter.write_line(f"crash points: {r.injected[0]}")

@@ -32,6 +32,7 @@ from orchestrator.emulator.client import AdminClient
 from orchestrator.emulator.config import DEFAULT_SECRET_ID
 from orchestrator.state.store import JobRecord, Store
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
+from tests.postgres import fresh_database
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,10 +61,12 @@ class Record:
 class World:
     """One scenario's view: its emulator (lane), its CVMJOB_HOME, CLI processes, the store, faults."""
 
-    def __init__(self, emulator: EmulatorProcess, home: Path, record: Record) -> None:
+    def __init__(self, emulator: EmulatorProcess, home: Path, record: Record, store_url: str | None = None) -> None:
+        """``store_url``: a PostgreSQL database for the state store; None: the SQLite file in CVMJOB_HOME."""
         self.emulator = emulator
         self.home = home
         self.record = record
+        self.store_url = store_url or str(home / "state.db")
         self.processes: list[subprocess.Popen[bytes]] = []
         self._held: dict[str, subprocess.Popen[bytes]] = {}
         home.mkdir(parents=True, exist_ok=True)
@@ -74,6 +77,7 @@ class World:
         env.update(
             HOME=str(self.home),  # no ~/.tencentcloud of the machine's user
             CVMJOB_HOME=str(self.home),
+            CVMJOB_DB=self.store_url,
             CVMJOB_ENDPOINT=self.emulator.endpoint,
             TENCENTCLOUD_SECRET_ID=self.emulator.secret_id,
             TENCENTCLOUD_SECRET_KEY=self.emulator.secret_key,
@@ -153,12 +157,16 @@ class World:
 
     # -- the store -----------------------------------------------------------------------------------------
     def store(self) -> Store:
-        return Store(self.home / "state.db")
+        return Store(self.store_url)
 
     def jobs(self) -> list[JobRecord]:
-        if not (self.home / "state.db").exists():
+        if self.store_url == str(self.home / "state.db") and not (self.home / "state.db").exists():
             return []
-        return self.store().list_jobs()
+        store = self.store()
+        try:
+            return store.list_jobs()
+        finally:
+            store.close()
 
     def job(self, job_id: str) -> JobRecord:
         record = self.store().get(job_id)
@@ -387,8 +395,11 @@ class Lane:
 class Pool:
     """Runs the wanted scenarios on ``lanes`` emulators, longest first; ``result(name)`` waits for one."""
 
-    def __init__(self, root: Path, wanted: list[str], lanes: int) -> None:
+    def __init__(self, root: Path, wanted: list[str], lanes: int, postgres_url: str | None = None) -> None:
+        """``postgres_url``: run every scenario on a PostgreSQL store of its own (a fresh database of that
+        cluster), instead of the SQLite file (CVMJOB_FAULT_DB=postgres, conftest.py)."""
         self.root = root
+        self.postgres_url = postgres_url
         self.records: dict[str, Record] = {}
         self.futures: dict[str, Future[Record]] = {n: Future() for n in wanted}
         self._queue = sorted(wanted, key=lambda n: -SCENARIOS[n].cost)
@@ -412,7 +423,11 @@ class Pool:
 
     def _work(self, lane: Lane) -> None:
         while (name := self._next()) is not None:
-            record = run_scenario(SCENARIOS[name], lane.emulator, self.root / name)
+            if self.postgres_url is None:
+                record = run_scenario(SCENARIOS[name], lane.emulator, self.root / name)
+            else:
+                with fresh_database(self.postgres_url) as url:
+                    record = run_scenario(SCENARIOS[name], lane.emulator, self.root / name, url)
             self.records[name] = record
             self.futures[name].set_result(record)
 
@@ -428,13 +443,13 @@ class Pool:
             lane.emulator.stop()
 
 
-def run_scenario(sc: Scenario, emulator: EmulatorProcess, home: Path) -> Record:
+def run_scenario(sc: Scenario, emulator: EmulatorProcess, home: Path, store_url: str | None = None) -> Record:
     from tests.faults import invariants
 
     record = Record(sc.name, sc.group, sc.doc)
     started = time.monotonic()
     emulator.admin.reset(seed=sum(sc.name.encode()))
-    world = World(emulator, home, record)
+    world = World(emulator, home, record, store_url)
     sampler = InstanceSampler(emulator.admin).start()
     try:
         sc.run(world)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from orchestrator import api
 from orchestrator.controller.drive import drive
-from orchestrator.home import state_db
+from orchestrator.home import store_url
 from orchestrator.state.store import Store
 
 
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[])
     parser.add_argument("--cancel-when-booting", action="store_true")
     args = parser.parse_args()
-    store = Store(state_db())
+    store = Store(store_url())
     start = threading.Barrier(args.count)
     done = threading.Event()
 

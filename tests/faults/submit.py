@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from orchestrator import api
-from orchestrator.home import state_db
+from orchestrator.home import store_url
 from orchestrator.state.store import CRASH_AT_ENV, Store
 
 
@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--id-file", type=Path)
     args = parser.parse_args()
     report = api.plan(args.spec, args.sets)
-    job_id = api.submit(report, Store(state_db()))
+    job_id = api.submit(report, Store(store_url()))
     if args.id_file is None:
         print(job_id)
         return
