@@ -37,7 +37,8 @@ lint: install
 # suite again with every scenario on a PostgreSQL store of its own: the store is what a killed controller leaves.
 test: install clients postgres lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
-	CVMJOB_FAULT_DB=postgres $(VENV)/bin/pytest tests/faults/test_crash_points.py
+	CVMJOB_FAULT_DB=postgres CVMJOB_RELIABILITY_REPORT=$(VENV)/reliability-postgres.md \
+		$(VENV)/bin/pytest tests/faults/test_crash_points.py
 
 demo: install
 	$(VENV)/bin/cvmjob emulator seed jobs/quickstart/dataset cos://cvmjob-examples-1250000000/quickstart/
