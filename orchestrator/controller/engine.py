@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..lifecycle.actions import Action, Move, Wait
 from ..lifecycle.decide import decide
-from ..lifecycle.execute import Emit, Executor, PermanentFailure
+from ..lifecycle.execute import Emit, Executor, Next, PermanentFailure
 from ..lifecycle.machine import JobState
 from ..lifecycle.observation import Observation
 from ..lifecycle.observe import CloudLook, look, observe_agents
@@ -258,7 +258,7 @@ class Engine:
         executor = held.executor
         for action in actions:
             try:
-                if not executor.run(action):
+                if executor.run(action) is Next.LOOK_AGAIN:
                     return self.now() + (action.seconds if isinstance(action, Wait) else 0.0)
             except PermanentFailure as exc:
                 executor.emit("error", str(exc))

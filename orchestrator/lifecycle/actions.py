@@ -10,9 +10,7 @@ from .machine import JobState
 
 @dataclass(frozen=True)
 class Stage:
-    """Upload the spec and the bundle (idempotent), then go LAUNCHING with the first attempt."""
-
-    placement: Placement
+    """Upload the spec and the bundle (idempotent); the first attempt follows as a StartAttempt."""
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def decide(
         if job.cancel_requested:
             return [Move(S.TEARING_DOWN, "cancelled while staging", outcome=S.CANCELLED)]
         first = _through_pool(plan.primary, plan, obs, settings, entered_at)
-        return [Stage(first)] if isinstance(first, Placement) else first
+        return [Stage(), StartAttempt(first, "first attempt")] if isinstance(first, Placement) else first
     if not obs.cloud_ok:
         return [Wait(5.0, f"cannot see the cloud ({obs.cloud_error}); not concluding anything", tell=True)]
 

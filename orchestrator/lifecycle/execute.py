@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,13 @@ MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 Emit = Callable[[str, str], None]
 
 
+class Next(Enum):
+    """What the round does after an action."""
+
+    CONTINUE = "continue"  # on with the round's next action
+    LOOK_AGAIN = "look again"  # the job or the cloud changed (or a Wait): a new look before anything else
+
+
 class PermanentFailure(RuntimeError):
     """A cloud error no retry or other placement fixes (bad parameters, permissions): the job fails."""
 
@@ -116,18 +124,17 @@ class Executor:
     def pool(self) -> str | None:
         return (self.spec.billing.reserved_pool or "default") if self.spec.billing.mode == "reserved" else None
 
-    def run(self, action: Action) -> bool:
-        """Carry out ``action``; False when the rest of this round's actions should wait for a new look."""
+    def run(self, action: Action) -> Next:
+        """Carry out ``action``, and say whether the round goes on with its next action."""
         if not isinstance(action, Wait):
             # A stale controller (another took the lease while it was paused) must not act at all: its writes to
             # the store are fenced, but its cloud calls came first (a Terminate, a Launch, the agents' keys).
             self.store.check_lease(self.job_id, self.token)
-        handler = getattr(self, "_" + type(action).__name__)
-        result: bool = handler(action)
-        return result
+        handler: Callable[[Executor, Any], Next] = _HANDLERS[type(action)]
+        return handler(self, action)
 
     # -- staging and attempts ----------------------------------------------------------------------------
-    def _Stage(self, action: Stage) -> bool:
+    def _Stage(self, action: Stage) -> Next:
         if not self.state.bucket_exists():
             self.emit("stage", f"creating the state bucket {self.state.bucket}")
             retrying(self.state.create_bucket)
@@ -143,9 +150,9 @@ class Executor:
             retrying(lambda: self.state.upload_file(archive.path, layout.workdir_archive))
             wheel = bundle.agent_wheel(Path(tmp))
             retrying(lambda: self.state.upload_file(wheel, layout.agent_wheel(wheel.name)))
-        return self._StartAttempt(StartAttempt(action.placement, "first attempt"))
+        return Next.CONTINUE
 
-    def _StartAttempt(self, action: StartAttempt) -> bool:
+    def _StartAttempt(self, action: StartAttempt) -> Next:
         job = self.job()
         attempt = job.attempt + 1
         p = action.placement
@@ -181,7 +188,7 @@ class Executor:
             f"attempt {attempt}: {p.label()}"
             + (f" at {p.price_per_hour:.2f} CNY/h" if p.price_per_hour is not None else ""),
         )
-        return False
+        return Next.LOOK_AGAIN
 
     def _claim_pool_member(self, record: NodeRecord) -> NodeRecord:
         """A reserved node runs on an idle pool member of a placement the plan allows; a member another job took
@@ -204,13 +211,13 @@ class Executor:
             price_per_hour=0.0,
         )
 
-    def _ReleasePool(self, action: ReleasePool) -> bool:
+    def _ReleasePool(self, action: ReleasePool) -> Next:
         for node in self.store.nodes(self.job_id):
             if node.instance_id in action.instance_ids and node.state != "released":
                 self.pools.release(node.instance_id, pool_holder(node), self.now())
                 self.store.put_node(self.token, replace(node, state="released", ended_at=node.ended_at or self.now()))
                 self.emit("pool", f"gave {node.instance_id} back to the reserved pool")
-        return True
+        return Next.CONTINUE
 
     # -- agent configuration and credentials -------------------------------------------------------------
     def _locations(self) -> tuple[Location, Location, Location]:
@@ -289,10 +296,10 @@ class Executor:
                 )
             )
 
-    def _RefreshCredentials(self, action: RefreshCredentials) -> bool:
+    def _RefreshCredentials(self, action: RefreshCredentials) -> Next:
         job = self.job()
         if self.spec.credentials != "sts" or job.attempt == 0:
-            return True
+            return Next.CONTINUE
         expires = self._keys_expire.get(job.attempt)
         last_quiet_rotation = self._quiet_rotations.get(job.attempt, 0.0)
         quiet = action.agents_quiet and self.now() - last_quiet_rotation > QUIET_ROTATION_SECONDS
@@ -302,7 +309,7 @@ class Executor:
                 self._quiet_rotations[job.attempt] = self.now()
             why = " (they went quiet)" if quiet else ""
             self.emit("credentials", f"issued fresh short-lived COS keys to the agents{why}")
-        return True
+        return Next.CONTINUE
 
     # -- instances ---------------------------------------------------------------------------------------
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
@@ -344,7 +351,7 @@ class Executor:
             cam_role=self.spec.cam_role,
         )
 
-    def _Launch(self, action: Launch) -> bool:
+    def _Launch(self, action: Launch) -> Next:
         job = self.job()
         node = next(n for n in self.store.nodes(self.job_id, job.attempt) if n.node == action.node)
         request = self._launch_request(job, node)
@@ -357,17 +364,17 @@ class Executor:
                 self.token, replace(node, state="failed", end_reason=f"{exc.code}: {exc.message}", ended_at=self.now())
             )
             self.emit("capacity", f"no capacity for {request.instance_type} in {request.zone}: {exc.code}")
-            return False
+            return Next.LOOK_AGAIN
         except TransientError as exc:
             self.emit("retry", f"RunInstances still failing ({exc.code}); will retry with the same ClientToken")
-            return False
+            return Next.LOOK_AGAIN
         except CloudError as exc:
             raise PermanentFailure(f"RunInstances refused: {exc}") from exc
         self.store.put_node(self.token, replace(node, instance_id=ids[0], state="launched", launched_at=self.now()))
         self.emit("launch", f"instance {ids[0]} created ({request.instance_type}, {request.zone})")
-        return True
+        return Next.CONTINUE
 
-    def _reimage_pool_member(self, node: NodeRecord, request: compute.LaunchRequest) -> bool:
+    def _reimage_pool_member(self, node: NodeRecord, request: compute.LaunchRequest) -> Next:
         """ResetInstance puts the job's image and UserData on the member: a clean system disk, the agent starting
         at boot, nothing of the previous job's left there (the agent clears the data disk of other jobs' data)."""
         assert node.instance_id is not None
@@ -379,17 +386,17 @@ class Executor:
             )
         except (TransientError, StateConflictError) as exc:
             self.emit("retry", f"ResetInstance of {node.instance_id} not possible yet ({exc.code}); retrying")
-            return False
+            return Next.LOOK_AGAIN
         except CloudError as exc:
             self.store.put_node(
                 self.token, replace(node, state="failed", end_reason=f"{exc.code}: {exc.message}", ended_at=self.now())
             )
-            return False
+            return Next.LOOK_AGAIN
         self.store.put_node(self.token, replace(node, state="launched", launched_at=self.now()))
         self.emit("launch", f"re-imaging reserved instance {node.instance_id} for this job")
-        return True
+        return Next.CONTINUE
 
-    def _MarkNodes(self, action: MarkNodes) -> bool:
+    def _MarkNodes(self, action: MarkNodes) -> Next:
         job = self.job()
         by_node = {n.node: n for n in self.store.nodes(self.job_id, job.attempt)}
         now = self.now()
@@ -402,25 +409,25 @@ class Executor:
             self.store.put_node(self.token, record)
             if state != "running":
                 self.emit("lost", f"node {node}: {reason}")
-        return True
+        return Next.CONTINUE
 
-    def _Terminate(self, action: Terminate) -> bool:
+    def _Terminate(self, action: Terminate) -> Next:
         if not action.instance_ids:
-            return True
+            return Next.CONTINUE
         try:
             retrying(lambda: compute.terminate(self.sdk, list(action.instance_ids)))
         except TransientError as exc:
             self.emit("retry", f"TerminateInstances failing ({exc.code}); retrying")
-            return False
+            return Next.LOOK_AGAIN
         now = self.now()
         for node in self.store.nodes(self.job_id):
             if node.instance_id in action.instance_ids and node.ended_at is None:
                 self.store.put_node(self.token, replace(node, ended_at=now))
         self.emit("terminate", f"terminating {', '.join(action.instance_ids)} ({action.reason})")
-        return True
+        return Next.CONTINUE
 
     # -- job transitions ---------------------------------------------------------------------------------
-    def _Move(self, action: Move) -> bool:
+    def _Move(self, action: Move) -> Next:
         job = self.job()
         changes: dict[str, Any] = {}
         if action.outcome is not None:
@@ -429,23 +436,23 @@ class Executor:
             changes["keep_until"] = action.keep_until
         self.store.transition(self.job_id, self.token, job.state, action.target, action.reason, self.now(), **changes)
         self.emit("state", f"{action.target.value}: {action.reason}")
-        return False
+        return Next.LOOK_AGAIN
 
-    def _RequestCancel(self, action: RequestCancel) -> bool:
+    def _RequestCancel(self, action: RequestCancel) -> Next:
         job = self.job()
         control = Control(action="cancel", reason=action.reason, time=self.now())
         retrying(lambda: self.state.put_json(self.layout.control(job.attempt), control.model_dump(mode="json")))
-        return True
+        return Next.CONTINUE
 
-    def _Wait(self, action: Wait) -> bool:
+    def _Wait(self, action: Wait) -> Next:
         """Says a wait worth telling, once while it lasts; the engine schedules the next look."""
         if action.tell and action.reason != self._told:
             self.emit("wait", action.reason)
         self._told = action.reason if action.tell else ""
-        return False
+        return Next.LOOK_AGAIN
 
     # -- images --------------------------------------------------------------------------------------------
-    def _CreateImage(self, action: CreateImage) -> bool:
+    def _CreateImage(self, action: CreateImage) -> Next:
         job = self.job()
         existing = retrying(lambda: images.find_by_tags(self.sdk, {TAG_JOB: self.job_id}))
         if existing:  # created before a crash: adopt it
@@ -478,14 +485,14 @@ class Executor:
                     self.now(),
                     outcome=JobState.SUCCEEDED,
                 )
-                return False
+                return Next.LOOK_AGAIN
         record = ImageRecord(image_id, self.job_id, name, ImageState.CREATING, self.now(), None)
         self.store.put_image(self.token, record)
         self.store.update(self.job_id, self.token, self.now(), image_id=image_id)
         self.emit("image", f"creating image {image_id} ({name})")
-        return False
+        return Next.LOOK_AGAIN
 
-    def _ApplyImageRetention(self, action: ApplyImageRetention) -> bool:
+    def _ApplyImageRetention(self, action: ApplyImageRetention) -> Next:
         job = self.job()
         # Only this owner's: another user's images of a job with the same name are not ours to delete (they were).
         mine = retrying(lambda: images.find_by_tags(self.sdk, {TAG_NAME: self.spec.name, TAG_OWNER: owner()}))
@@ -496,22 +503,22 @@ class Executor:
                 retrying(lambda: images.delete(self.sdk, [i.image_id for i in doomed]))
             except CloudError as exc:
                 self.emit("image", f"could not delete old images ({exc.code}); `cvmjob gc` will")
-                return True
+                return Next.CONTINUE
             for image in doomed:
                 self.emit("image", f"deleted old image {image.image_id} ({image.name}), keeping {action.keep_last}")
-        return True
+        return Next.CONTINUE
 
-    def _DiscardImage(self, action: DiscardImage) -> bool:
+    def _DiscardImage(self, action: DiscardImage) -> Next:
         try:
             retrying(lambda: images.delete(self.sdk, [action.image_id]))
         except CloudError as exc:
             self.emit("image", f"could not delete the failed image {action.image_id} ({exc.code}); `cvmjob gc` will")
-            return True
+            return Next.CONTINUE
         self.emit("image", f"deleted the failed image {action.image_id}")
-        return True
+        return Next.CONTINUE
 
     # -- the bill ------------------------------------------------------------------------------------------
-    def _RecordBill(self, action: RecordBill) -> bool:
+    def _RecordBill(self, action: RecordBill) -> Next:
         total = 0.0
         for node in self.store.nodes(self.job_id):
             if node.instance_id is None:
@@ -537,4 +544,22 @@ class Executor:
         self.store.update(self.job_id, self.token, self.now(), cost_cny=round(total, 2))
         self.store.note(self.job_id, self.token, "bill", f"{total:.2f} CNY", self.now())
         self.emit("bill", f"cost {total:.2f} CNY")
-        return True
+        return Next.CONTINUE
+
+
+_HANDLERS: dict[type, Callable[[Executor, Any], Next]] = {
+    Stage: Executor._Stage,
+    StartAttempt: Executor._StartAttempt,
+    ReleasePool: Executor._ReleasePool,
+    RefreshCredentials: Executor._RefreshCredentials,
+    Launch: Executor._Launch,
+    MarkNodes: Executor._MarkNodes,
+    Terminate: Executor._Terminate,
+    Move: Executor._Move,
+    RequestCancel: Executor._RequestCancel,
+    Wait: Executor._Wait,
+    CreateImage: Executor._CreateImage,
+    ApplyImageRetention: Executor._ApplyImageRetention,
+    DiscardImage: Executor._DiscardImage,
+    RecordBill: Executor._RecordBill,
+}

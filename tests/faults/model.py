@@ -259,7 +259,7 @@ class World:
         """Like Executor.run: False ends the round. A controller crash after a cloud call loses its record."""
         rng, f = self.rng, self.faults
         if isinstance(action, A.Stage):
-            return self.run(A.StartAttempt(action.placement, "first attempt"))
+            return True
         if isinstance(action, A.StartAttempt):
             attempt = self.job.attempt + 1
             for node in range(self.settings.nnodes):

@@ -124,7 +124,7 @@ def test_pending_and_staging() -> None:
     assert run(job(S.PENDING, cancel_requested=True), seen())[0] == Move(
         S.CANCELLED, "cancelled before anything was created"
     )
-    assert run(job(S.STAGING), seen()) == [Stage(PLACEMENT)]
+    assert run(job(S.STAGING), seen()) == [Stage(), StartAttempt(PLACEMENT, "first attempt")]
 
 
 def test_a_failed_lookup_concludes_nothing() -> None:
