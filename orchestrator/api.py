@@ -12,6 +12,7 @@ from pathlib import Path
 from . import embedded
 from . import pool as pools
 from .contract import JobLayout, Manifest, Result, Status
+from .errors import CvmjobError
 from .home import store_url
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
@@ -32,8 +33,8 @@ from .target import Target, connect, reconnect, resolve
 PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
 
 
-class JobNotFound(LookupError):
-    pass
+class JobNotFound(CvmjobError, LookupError):
+    """No job, or several, answer to the reference given."""
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,17 @@ from pathlib import Path
 
 from .emulator.client import AdminClient, AdminError
 from .emulator.launcher import launch
+from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .home import cvmjob_home
 
 # Emulators this process started, kept to be reaped by stop() (one started by an earlier command is not our child).
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
 
-class EmulatorDidNotStart(RuntimeError):
-    pass
+class EmulatorDidNotStart(CvmjobError):
+    """The embedded emulator's process did not come up; the message names its log."""
+
+    exit_code = EXIT_CLOUD_ERROR
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import CvmjobError
 
-class HomeError(RuntimeError):
+
+class HomeError(CvmjobError):
     """$CVMJOB_HOME is not a folder cvmjob can use."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .plan.planner import PublicImage, default_image
 from .providers.tencent import TencentSdk, compute, images
 from .providers.tencent.errors import CloudError
@@ -24,8 +25,10 @@ from .state.store import PoolInstance, PoolStore
 from .tags import TAG_OWNER, TAG_POOL, owner
 
 
-class PoolError(RuntimeError):
-    pass
+class PoolError(CvmjobError):
+    """The pool cannot do what was asked (a busy member, a refused purchase or return)."""
+
+    exit_code = EXIT_CLOUD_ERROR
 
 
 @dataclass(frozen=True)

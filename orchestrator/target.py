@@ -14,12 +14,15 @@ from typing import Any, Literal
 
 from . import embedded
 from .emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY
+from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .providers.tencent import StaticCredential, TencentSdk
 from .providers.tencent.credentials import find_user_credential
 
 
-class TargetError(RuntimeError):
+class TargetError(CvmjobError):
     """No usable cloud: missing credentials or APPID, with what to do about it."""
+
+    exit_code = EXIT_CLOUD_ERROR
 
 
 @dataclass(frozen=True)

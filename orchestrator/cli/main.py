@@ -22,16 +22,15 @@ import typer
 from .. import api, embedded
 from ..controller.drive import controller_name, drive
 from ..controller.engine import LEASE_SECONDS, Controls
+from ..errors import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, CvmjobError
 from ..home import HomeError, state_db, store_url
-from ..lifecycle.machine import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_CODES, JobState
-from ..plan.planner import PlanError
-from ..pool import PoolError
+from ..lifecycle.machine import EXIT_CODES, JobState
 from ..providers.tencent.errors import CloudError
-from ..spec import JobSpec, SpecError
+from ..spec import JobSpec
 from ..spec.durations import parse_duration
-from ..state.store import FencedOut, LeaseHeld, Store, StoreError
+from ..state.store import Store, StoreError
 from ..tags import owner
-from ..target import TargetError, connect, resolve
+from ..target import connect, resolve
 from . import render
 from .controller import controller_app
 from .emulator import emulator_app
@@ -363,27 +362,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors exit 2 (typer), the project's errors are one line each with their exit code."""
     try:
         app(args=argv)
-    except (SpecError, PlanError) as exc:
-        _error(str(exc))
-        sys.exit(EXIT_BAD_INPUT)
-    except PoolError as exc:
-        _error(str(exc))
-        sys.exit(EXIT_CLOUD_ERROR)
-    except api.JobNotFound as exc:
-        _error(str(exc))
-        sys.exit(EXIT_BAD_INPUT)
-    except Abort as exc:
-        _error(str(exc))
-        sys.exit(exc.code)
-    except (TargetError, embedded.EmulatorDidNotStart) as exc:
-        _error(str(exc))
-        sys.exit(EXIT_CLOUD_ERROR)
-    except (HomeError, StoreError) as exc:
-        _error(str(exc))
-        sys.exit(EXIT_BAD_INPUT)
-    except (LeaseHeld, FencedOut) as exc:
-        _error(f"{exc}. `cvmjob resume --force` takes over if that controller is gone")
-        sys.exit(EXIT_CLOUD_ERROR)
+    except CvmjobError as exc:
+        _error(exc.hint())
+        sys.exit(exc.exit_code)
     except CloudError as exc:
         _error(f"the cloud refused: {exc}")
         sys.exit(EXIT_CLOUD_ERROR)

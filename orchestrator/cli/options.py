@@ -6,18 +6,18 @@ from typing import Annotated
 
 import typer
 
-from ..lifecycle.machine import EXIT_BAD_INPUT
+from ..errors import EXIT_BAD_INPUT, CvmjobError
 
 Output = Annotated[str, typer.Option("--output", "-o", help="text or json")]
 Emulator = Annotated[bool, typer.Option("--emulator", help="use the local emulator even if credentials exist")]
 
 
-class Abort(Exception):
+class Abort(CvmjobError):
     """A command's refusal: one error line (main prints it) and its exit code."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
-        self.code = code
+        self.exit_code = code
 
 
 def check_output(output: str) -> None:

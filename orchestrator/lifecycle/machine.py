@@ -105,5 +105,3 @@ EXIT_CODES: dict[JobState, int] = {
     S.FAILED_ERROR: 30,
     S.CANCELLED: 130,
 }
-EXIT_BAD_INPUT = 2  # the spec or the command line is wrong; nothing was created
-EXIT_CLOUD_ERROR = 3  # credentials, permissions or the cloud refused before anything was created

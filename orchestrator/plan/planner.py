@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import CvmjobError
 from ..providers.tencent.compute import Offering
 from ..providers.tencent.vocabulary import ChargeType, StockStatus
 from ..spec.gpus import GPU_MEMORY_GIB, is_vgpu_type, types_with
@@ -16,7 +17,7 @@ from ..spec.suggest import did_you_mean
 from .models import Placement, Plan, Rejected
 
 
-class PlanError(ValueError):
+class PlanError(CvmjobError, ValueError):
     """The spec cannot run on this cloud as written; one line per problem."""
 
     def __init__(self, problems: list[str]) -> None:

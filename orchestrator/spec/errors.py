@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from orchestrator.errors import CvmjobError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -24,7 +26,7 @@ def _one_line(text: str) -> str:
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
-class SpecError(ValueError):
+class SpecError(CvmjobError, ValueError):
     """A job spec or policy that cannot be used. ``str()`` is one line per problem, never a traceback."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:

@@ -28,6 +28,7 @@ from sqlalchemy import exc as sql_errors
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 
+from ..errors import EXIT_CLOUD_ERROR, CvmjobError
 from ..lifecycle.machine import JobState, check_transition
 from ..providers.tencent.vocabulary import ChargeType
 from . import migrations
@@ -45,17 +46,27 @@ def _crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class StoreError(RuntimeError):
+class StoreError(CvmjobError):
     """The store cannot be used (unreachable, not writable, or of a newer schema); the message is one line that
     says what to do."""
 
 
-class FencedOut(RuntimeError):
+class FencedOut(CvmjobError):
     """This controller no longer holds the job's lease: it must stop acting on the job."""
 
+    exit_code = EXIT_CLOUD_ERROR
 
-class LeaseHeld(RuntimeError):
+    def hint(self) -> str:
+        return f"{self}. `cvmjob resume --force` takes over if that controller is gone"
+
+
+class LeaseHeld(CvmjobError):
     """Another live controller holds the job's lease."""
+
+    exit_code = EXIT_CLOUD_ERROR
+
+    def hint(self) -> str:
+        return f"{self}. `cvmjob resume --force` takes over if that controller is gone"
 
 
 class StaleState(RuntimeError):
