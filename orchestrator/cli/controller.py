@@ -37,7 +37,8 @@ def serve(
     more claims, the steps in flight finish, the leases are handed back)."""
     if ctx.invoked_subcommand is not None:
         return
-    service = Service(Store(store_url()), ServiceSettings(max_jobs, lease, workers, exit_when_idle), say=_say)
+    settings = ServiceSettings(max_jobs=max_jobs, lease_seconds=lease, workers=workers, exit_when_idle=exit_when_idle)
+    service = Service(Store(store_url()), settings, say=_say)
 
     def on_signal(signum: int, frame: Any) -> None:
         _say(f"{signal.Signals(signum).name}: draining")

@@ -55,6 +55,8 @@ class Controls:
 
 
 OnRound = Callable[[JobRecord, Observation | None], None]
+# Moves after which the next decision needs no new look at the cloud: the job has created nothing there yet.
+_NOTHING_CREATED_YET = {(JobState.PENDING, JobState.STAGING), (JobState.STAGING, JobState.LAUNCHING)}
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Engine:
         workers: int = 8,
         lease_seconds: float = LEASE_SECONDS,
         raise_errors: bool = False,
+        tick_seconds: float = 0.0,
     ) -> None:
         """``raise_errors``: a step's failure ends ``round()`` with it (one job in the foreground); otherwise the
         job is dropped and logged (a service holding many)."""
@@ -95,6 +98,8 @@ class Engine:
         self.now = now
         self.lease_seconds = lease_seconds
         self.raise_errors = raise_errors
+        self.tick_seconds = tick_seconds  # the shortest time between two rounds (0: one job, react at once)
+        self._round_at = 0.0
         self.share = 1.0  # of the API budget: 1 / live controllers of this store (service.py keeps it current)
         self.budget = ApiBudget(share=lambda: self.share)
         self.held: dict[str, Held] = {}
@@ -153,8 +158,10 @@ class Engine:
     def round(self) -> list[JobRecord]:
         """One look at every due job and a step for each; returns the jobs that ended (and are let go)."""
         self._collect()
-        now = self.now()
-        records = {job_id: self.store.get(job_id) for job_id in self.held}
+        now = self._round_at = self.now()
+        # Only the due jobs are read: a job changes only through its own steps (or a cancel, which its next look
+        # sees); reading every held job at every round was most of a controller's CPU with a thousand of them.
+        records = {job_id: self.store.get(job_id) for job_id, held in self.held.items() if self._due(held, now)}
         ended = [job for job in records.values() if job is not None and job.state.is_terminal()]
         for job in ended:
             held = self.held[job.job_id]
@@ -184,12 +191,17 @@ class Engine:
         return ended
 
     def sleep(self) -> None:
-        """Until a job is due, a step ends, a job's controls ask for it, or someone wakes the engine."""
+        """Until a job is due, a step ends, a job's controls ask for it, or someone wakes the engine; never less
+        than the tick after the last round began (the jobs due meanwhile share the next round's look)."""
+        earliest = self._round_at + self.tick_seconds
         idle = [h.due_at for h in self.held.values() if h.step is None]
-        until = min([self.now() + IDLE_SECONDS, *idle])
+        until = max(earliest, min([self.now() + IDLE_SECONDS, *idle]))
         while (left := until - self.now()) > 0 and not self._asked():
             if self.wake.wait(min(left, WAKE_POLL_SECONDS)):
-                break
+                self.wake.clear()
+                until = min(until, earliest)  # a step ended: its job may be due at once, at the next tick
+                if self.now() >= earliest:
+                    break
         self.wake.clear()
 
     def _asked(self) -> bool:
@@ -240,18 +252,25 @@ class Engine:
             held.due_at = self.now()
             return
         controls.interrupted.clear()
-        now = self.now()
-        if isinstance(seen, CloudError):
-            observation = Observation(now=now, cloud_ok=False, cloud_error=str(seen))
-        else:
-            observation = observe_agents(job, nodes, seen, executor.state, now)
-        if held.settings.pool is not None:
-            idle = PoolStore(self.store).idle(held.settings.pool, held.reserved_placements())
-            observation = replace(observation, pool_idle=idle)
-        if held.on_round is not None:
-            held.on_round(job, observation)
-        actions = decide(job, nodes, observation, held.settings, self.store.entered_at(job.job_id))
-        held.due_at = self._act(held, job, actions)
+        while True:
+            now = self.now()
+            if isinstance(seen, CloudError):
+                observation = Observation(now=now, cloud_ok=False, cloud_error=str(seen))
+            else:
+                observation = observe_agents(job, nodes, seen, executor.state, now)
+            if held.settings.pool is not None:
+                idle = PoolStore(self.store).idle(held.settings.pool, held.reserved_placements())
+                observation = replace(observation, pool_idle=idle)
+            if held.on_round is not None:
+                held.on_round(job, observation)
+            actions = decide(job, nodes, observation, held.settings, self.store.entered_at(job.job_id))
+            held.due_at = self._act(held, job, actions)
+            moved = self.store.get(job.job_id)
+            if held.due_at > self.now() or moved is None or (job.state, moved.state) not in _NOTHING_CREATED_YET:
+                return
+            # Nothing exists in the cloud yet that a fresh look could show: decide again at once (a new job reached
+            # RunInstances three rounds after its submission, a tick each).
+            job, nodes = moved, self.store.nodes(job.job_id)
 
     def _act(self, held: Held, job: JobRecord, actions: list[Action]) -> float:
         """Carry out a round's actions; returns when the job is due again."""

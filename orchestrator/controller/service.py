@@ -32,6 +32,7 @@ class ServiceSettings:
     max_jobs: int = 1000
     lease_seconds: float = LEASE_SECONDS
     workers: int = 16
+    tick_seconds: float = 1.0  # rounds at most this often: the jobs due within a tick share one look at the cloud
     exit_when_idle: bool = False  # a controller started by `run --detach` ends when it has nothing left to drive
 
 
@@ -43,7 +44,8 @@ class Service:
         self.say = say
         self.now = now
         self.name = controller_name()
-        self.engine = Engine(store, self.name, now=now, workers=settings.workers, lease_seconds=settings.lease_seconds)
+        self.engine = Engine(store, self.name, now=now, workers=settings.workers, lease_seconds=settings.lease_seconds,
+                             tick_seconds=settings.tick_seconds)
         self.draining = threading.Event()
         self._beat_at = 0.0
         self._replicas = 1
