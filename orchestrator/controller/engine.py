@@ -237,7 +237,7 @@ class Engine:
         for job_id in self.store.renew_all(self.owner, tokens, self.lease_seconds, self.now()):
             self.held.pop(job_id, None)
             if self.raise_errors:
-                raise FencedOut(f"job {job_id}: another controller took its lease")
+                raise FencedOut(f"job {job_id}: lease token {tokens[job_id]} is stale: another controller took it")
             log.warning("job %s: another controller took its lease; letting it go", job_id)
 
     # -- one job's step -------------------------------------------------------------------------------------

@@ -46,6 +46,10 @@ def _crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+POOL_SIZE = 10  # PostgreSQL connections a store keeps open
+POOL_OVERFLOW = 50  # and opens beyond them while it is busy (a server allows 100 by default)
+
+
 class StoreError(CvmjobError):
     """The store cannot be used (unreachable, not writable, or of a newer schema); the message is one line that
     says what to do."""
@@ -244,7 +248,10 @@ class Store:
         if url.get_backend_name() == "sqlite":
             self._engine = _sqlite_engine(url, self.where)
         else:
-            self._engine = create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+            # A connection is held for one statement or one short transaction, but a controller's threads (and the
+            # fifty drive() threads of tests/faults row 16) ask at once: the default pool of 5 + 10 timed out there.
+            self._engine = create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True,
+                                         pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
         self._closed = weakref.finalize(self, self._engine.dispose)  # a store dropped unclosed closes its connections
         try:
             with self._write() as conn:

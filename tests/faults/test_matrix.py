@@ -447,7 +447,9 @@ def training_killed(w: World) -> None:
 def two_controllers(w: World) -> None:
     """A second `cvmjob resume` while the first controller drives the job: refused (exit 3, one line naming the
     holder); the job finishes once, with one instance and one image."""
-    job_id = w.submit(train(steps=40))
+    # Long enough that the second `cvmjob resume` starts while the first still drives it, on a loaded machine too
+    # (with 40 steps of 0.1 s a slow start of the second found the job already ended, and exited 0).
+    job_id = w.submit(train(steps=200))
     first = w.resume(job_id)
     running(w, job_id)
     second = w.cli("resume", job_id, timeout=60)
