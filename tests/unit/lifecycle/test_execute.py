@@ -1,0 +1,131 @@
+"""execute against the emulator: the intent is persisted before every cloud mutation and the outcome after it, and
+each mutation repeated from the store after a crash changes nothing more (design.md §4)."""
+
+from __future__ import annotations
+
+import typing
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from orchestrator.lifecycle import actions as A
+from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next
+from orchestrator.lifecycle.machine import JobState
+from orchestrator.plan.models import Placement, Plan
+from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute, images
+from orchestrator.providers.tencent.storage import ObjectStore
+from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
+from orchestrator.spec import load_spec
+from orchestrator.state.store import Store
+from orchestrator.tags import TAG_JOB, TAG_NAME
+from orchestrator.target import Target
+from tests.emulator_process import EmulatorProcess
+from tests.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[3]
+REGION, ZONE, IMAGE, SMALL = "ap-guangzhou", "ap-guangzhou-3", "img-487zeit5", "S5.MEDIUM4"
+PLACEMENT = Placement(zone=ZONE, instance_type=SMALL, charge_type=ChargeType.ON_DEMAND, price_per_hour=0.3)
+
+
+@dataclass
+class Run:
+    executor: Executor
+    store: Store
+    sdk: TencentSdk
+    emulator: EmulatorProcess
+    told: list[tuple[str, str]]
+
+    @property
+    def job_id(self) -> str:
+        return self.executor.job_id
+
+    def instances(self) -> list[compute.InstanceView]:
+        return [i for i in compute.find_by_tags(self.sdk, {TAG_JOB: self.job_id}) if not i.state.leaving]
+
+
+@pytest.fixture
+def run(emulator: EmulatorProcess, tmp_path: Path) -> Iterator[Run]:
+    sdk = TencentSdk(StaticCredential(emulator.secret_id, emulator.secret_key), REGION, emulator.endpoint,
+                     emulator.appid)
+    spec = load_spec(REPO / "jobs" / "quickstart" / "job.yaml", [f"instance.type={SMALL}", "data=[]"])
+    plan = Plan(region=REGION, image_id=IMAGE, candidates=[PLACEMENT], state_bucket=f"cvmjob-{emulator.appid}")
+    target = Target("emulator", REGION, emulator.appid, emulator.endpoint)
+    store = Store(tmp_path / "state.db")
+    job_id = f"job-{uuid.uuid4().hex[:8]}"
+    store.create_job(job_id, spec.name, spec.model_dump(mode="json"), plan.model_dump(mode="json"), target.to_json(),
+                     now=100.0, deadline=10_000.0, source_dir=str(REPO / "jobs" / "quickstart"), settings={})
+    token = store.acquire(job_id, "test", ttl=3600, now=100.0)
+    told: list[tuple[str, str]] = []
+    executor = Executor(store=store, token=token, job_id=job_id, target=target, sdk=sdk,
+                        state=ObjectStore(sdk, plan.state_bucket), spec=spec, source_dir=REPO / "jobs" / "quickstart",
+                        emit=lambda kind, message: told.append((kind, message)))
+    yield Run(executor, store, sdk, emulator, told)
+    emulator.admin.advance(5)  # a PENDING instance cannot be terminated
+    for i in compute.find_by_tags(sdk, {TAG_JOB: job_id}):
+        compute.terminate(sdk, [i.instance_id])
+
+
+def start(run: Run) -> None:
+    """The job staged, its first attempt recorded: LAUNCHING with node 0 an intent."""
+    assert run.executor.run(A.Move(JobState.STAGING, "staging")) is Next.LOOK_AGAIN
+    assert run.executor.run(A.Stage()) is Next.CONTINUE
+    assert run.executor.run(A.StartAttempt(PLACEMENT, "first attempt")) is Next.LOOK_AGAIN
+
+
+def running(run: Run) -> str:
+    """The job's first instance, launched and RUNNING."""
+    start(run)
+    run.executor.run(A.Launch(0))
+    (node,) = run.store.nodes(run.job_id, 1)
+    assert node.instance_id is not None
+    run.emulator.admin.advance(5)
+    wait_until("RUNNING", lambda: any(i.state == InstanceState.RUNNING for i in run.instances()) or None, 30)
+    return node.instance_id
+
+
+def test_every_action_has_a_handler() -> None:
+    assert set(_HANDLERS) == set(typing.get_args(A.Action))
+
+
+def test_a_launch_records_its_intent_first_and_a_repeat_after_a_crash_makes_no_second_instance(run: Run) -> None:
+    ex = run.executor
+    start(run)
+    (intent,) = run.store.nodes(run.job_id, 1)
+    assert (intent.state, intent.instance_id) == ("intent", None) and intent.client_token  # before any cloud call
+    assert ex.run(A.Launch(0)) is Next.CONTINUE
+    (launched,) = run.store.nodes(run.job_id, 1)
+    assert launched.state == "launched" and launched.instance_id is not None
+    # The controller died after RunInstances and before recording it: the store still says "intent".
+    run.store.put_node(ex.token, replace(launched, state="intent", instance_id=None))
+    ex.run(A.Launch(0))
+    (again,) = run.store.nodes(run.job_id, 1)
+    assert again.instance_id == launched.instance_id  # the ClientToken made RunInstances answer the same instance
+    assert [i.instance_id for i in run.instances()] == [launched.instance_id]
+
+
+def test_terminating_an_instance_already_gone_is_success(run: Run) -> None:
+    instance_id = running(run)
+    for _ in range(2):  # the second finds it terminating or gone: no error, nothing else happens
+        assert run.executor.run(A.Terminate((instance_id,), "teardown")) is Next.CONTINUE
+    wait_until("the instance to go", lambda: not run.instances() or None, 30)
+
+
+def test_create_image_adopts_the_image_made_before_a_crash(run: Run) -> None:
+    ex = run.executor
+    instance_id = running(run)
+    # A CreateImage whose answer the controller never recorded: the image exists, tagged with the job.
+    made = images.create_image(run.sdk, instance_id, "before-the-crash", {TAG_JOB: run.job_id, TAG_NAME: "x"})
+    ex.run(A.CreateImage())
+    job = run.store.get(run.job_id)
+    assert job is not None and job.image_id == made
+    assert [i.image_id for i in images.find_by_tags(run.sdk, {TAG_JOB: run.job_id})] == [made]
+    assert [i.state for i in run.store.images(run.job_id)] == [ImageState.CREATING]
+
+
+def test_a_wait_worth_telling_is_told_once_while_it_lasts(run: Run) -> None:
+    for reason in ("the pool is busy", "the pool is busy", "booting", "the pool is busy"):
+        assert run.executor.run(A.Wait(5.0, reason, tell=reason != "booting")) is Next.LOOK_AGAIN
+    assert [m for kind, m in run.told if kind == "wait"] == ["the pool is busy", "the pool is busy"]
