@@ -331,9 +331,12 @@ def _imaging(r: _Round) -> list[Action]:
 
 
 def _keeping(r: _Round) -> list[Action]:
-    if r.job.cancel_requested or r.job.keep_until is None or r.obs.now >= r.job.keep_until:
+    # keep_until was set from the look that decided to keep (stored, so it survives a restart); the move itself
+    # was recorded a moment later, and the instance is kept the whole keep_for from then.
+    until = None if r.job.keep_until is None else max(r.job.keep_until, r.entered_at + r.s.keep_for)
+    if r.job.cancel_requested or until is None or r.obs.now >= until:
         return [Move(S.TEARING_DOWN, r.job.reason, outcome=r.job.outcome)]  # the failure stays the reason
-    return [Wait(min(30.0, r.job.keep_until - r.obs.now), "kept for inspection")]
+    return [Wait(min(30.0, until - r.obs.now), "kept for inspection")]
 
 
 def _tearing_down(r: _Round) -> list[Action]:

@@ -34,7 +34,9 @@ def main() -> None:
     def cancel_when_booting() -> None:
         while not done.wait(0.2):
             for job in store.list_jobs(active_only=True):
-                if job.state.value == "BOOTING" and not job.cancel_requested:
+                # Once its instance exists: BOOTING, or already RUNNING (a round can take a job through BOOTING
+                # between two looks of this thread).
+                if job.state.value in ("BOOTING", "RUNNING") and not job.cancel_requested:
                     store.request_cancel(job.job_id, time.time())
 
     if args.cancel_when_booting:
