@@ -33,7 +33,6 @@ from ..providers.tencent import TencentSdk
 from ..providers.tencent.budget import ApiBudget
 from ..providers.tencent.errors import CloudError, TransientError
 from ..providers.tencent.storage import ObjectStore
-from ..providers.tencent.vocabulary import ChargeType
 from ..spec.models import JobSpec
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store
 from ..target import Target, connect, reconnect
@@ -74,9 +73,6 @@ class Held:
     on_round: OnRound | None = None
     due_at: float = 0.0
     step: Future[None] | None = None
-
-    def reserved_placements(self) -> list[tuple[str, str]]:
-        return [(c.zone, c.instance_type) for c in self.plan.candidates if c.charge_type == ChargeType.RESERVED]
 
 
 class Engine:
@@ -227,7 +223,10 @@ class Engine:
                 self.drop(job_id)
                 raise failure
             log.error("job %s: dropped after %s: %s", job_id, type(failure).__name__, failure)
-            self.held.pop(job_id, None) if isinstance(failure, FencedOut) else self.drop(job_id)
+            if isinstance(failure, FencedOut):
+                self.held.pop(job_id, None)  # the lease is another's now: nothing to give back
+            else:
+                self.drop(job_id)
 
     def _renew(self) -> None:
         if self.now() - self._renewed < self.lease_seconds / 3:
@@ -259,14 +258,16 @@ class Engine:
             else:
                 observation = observe_agents(job, nodes, seen, executor.state, now)
             if held.settings.pool is not None:
-                idle = PoolStore(self.store).idle(held.settings.pool, held.reserved_placements())
+                idle = PoolStore(self.store).idle(held.settings.pool, held.plan.reserved_placements())
                 observation = replace(observation, pool_idle=idle)
             if held.on_round is not None:
                 held.on_round(job, observation)
             actions = decide(job, nodes, observation, held.settings, self.store.entered_at(job.job_id))
             held.due_at = self._act(held, job, actions)
+            if held.due_at > self.now():
+                return
             moved = self.store.get(job.job_id)
-            if held.due_at > self.now() or moved is None or (job.state, moved.state) not in _NOTHING_CREATED_YET:
+            if moved is None or (job.state, moved.state) not in _NOTHING_CREATED_YET:
                 return
             # Nothing exists in the cloud yet that a fresh look could show: decide again at once (a new job reached
             # RunInstances three rounds after its submission, a tick each).

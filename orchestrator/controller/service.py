@@ -53,7 +53,7 @@ class Service:
 
     def run(self) -> None:
         """Until drained (``draining`` set, e.g. by a signal handler) or, with exit_when_idle, out of work."""
-        self.store.register_controller(self.name, self.now(), {"host": socket.gethostname(), "pid": os.getpid()})
+        self._register()
         self.say(f"controller {self.name}: driving up to {self.settings.max_jobs} jobs")
         try:
             while not self.draining.is_set():
@@ -71,6 +71,9 @@ class Service:
             self.store.remove_controller(self.name)
             self.say(f"controller {self.name}: stopped, {held} job(s) handed back")
 
+    def _register(self) -> None:
+        self.store.register_controller(self.name, self.now(), {"host": socket.gethostname(), "pid": os.getpid()})
+
     def drain(self) -> None:
         self.draining.set()
         self.engine.wake.set()
@@ -80,7 +83,7 @@ class Service:
             return
         self._beat_at = self.now()
         if not self.store.beat_controller(self.name, self.now()):  # its record was swept: it is alive all the same
-            self.store.register_controller(self.name, self.now(), {"host": socket.gethostname(), "pid": os.getpid()})
+            self._register()
 
     def _claim(self) -> None:
         # Every round: a replica that died stops counting as soon as its record goes stale, so the others' share

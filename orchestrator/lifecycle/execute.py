@@ -194,8 +194,7 @@ class Executor:
         """A reserved node runs on an idle pool member of a placement the plan allows; a member another job took
         meanwhile makes the node fail like a launch without capacity (the pool policy then decides)."""
         assert self.pool is not None
-        plan = Plan.model_validate(self.job().plan)
-        placements = [(c.zone, c.instance_type) for c in plan.candidates if c.charge_type == ChargeType.RESERVED]
+        placements = Plan.model_validate(self.job().plan).reserved_placements()
         member = self.pools.claim(self.pool, placements, pool_holder(record), self.now())
         if member is None:
             return replace(record, state="failed", end_reason=f"reserved pool {self.pool} busy", ended_at=self.now())

@@ -55,3 +55,7 @@ class Plan(BaseModel):
     @property
     def primary(self) -> Placement:
         return self.candidates[0]
+
+    def reserved_placements(self) -> list[tuple[str, str]]:
+        """(zone, instance type) of the candidates a reserved pool member may serve."""
+        return [(c.zone, c.instance_type) for c in self.candidates if c.charge_type == ChargeType.RESERVED]

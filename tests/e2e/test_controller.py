@@ -76,8 +76,7 @@ def _submit(cli: Cli, count: int) -> list[str]:
 def _all_succeed(cli: Cli, ids: list[str], timeout: float) -> None:
     def ended() -> bool | None:
         states = {j["job_id"]: j["state"] for j in json.loads(cli.run("ls", "--output", "json").stdout)}
-        assert not any(states.get(i) not in ("SUCCEEDED", None) and states[i].startswith(("FAILED", "CANCELLED"))
-                       for i in ids), states
+        assert not any(states.get(i, "").startswith(("FAILED", "CANCELLED")) for i in ids), states
         return all(states.get(i) == "SUCCEEDED" for i in ids) or None
 
     wait_until("every job to succeed", ended, timeout, poll=2)

@@ -70,8 +70,7 @@ def test_a_jobs_image_holds_nothing_of_the_job_and_a_job_launched_from_it_works(
     assert again.returncode == 0, again.stdout + again.stderr
     assert json.loads(again.stdout)["state"] == "SUCCEEDED"
     assert cos.get_object(Bucket=STATE_BUCKET, Key=layout.status(1, 0))["Body"].get_raw_stream().read() == old_status
-    assert not [k for k in (o["Key"] for o in cos.list_objects(Bucket=STATE_BUCKET, Prefix=layout.attempt_prefix(2))
-                            .get("Contents", []))]
+    assert cos.list_objects(Bucket=STATE_BUCKET, Prefix=layout.attempt_prefix(2)).get("Contents", []) == []
 
     unknown = cli.run("plan", str(QUICKSTART), "--set", "image.from_job=never-ran")
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr
