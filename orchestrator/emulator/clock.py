@@ -39,6 +39,13 @@ class Clock:
                 self._offset += seconds
         return self.now()
 
+    def rejoin_wall_clock(self) -> None:
+        """A real clock drops the offset that advance() built up (a new account starts at the wall clock, or a
+        client that signs and sets ActionTime with its own clock would be minutes behind the cloud); a manual clock
+        keeps its time, which only advance() moves."""
+        with self._lock:
+            self._offset = 0.0
+
     def state(self) -> dict[str, float]:
         with self._lock:
             return {"offset": self._offset, "manual_now": self._manual_now}

@@ -1,7 +1,8 @@
 """The emulated cloud: every service's state, the clock, faults, and persistence under --state-dir.
 
 A reset builds every state object anew from the config (``_open_account``); what outlives it is the emulator
-itself: the config, the clock, the host machine with its GPUs, the background work, the listening server.
+itself: the config, the clock (back at the wall clock: a new account has no scheduled work that a jump must
+keep in order), the host machine with its GPUs, the background work, the listening server.
 
 All model state is touched only from the server's event-loop thread (handlers, the tick loop and admin calls
 run there); background work (copying a system disk into an image, say) hands its result back to that thread.
@@ -162,11 +163,12 @@ class Cloud:
         self.faults.restore(state.get("faults", {}))
 
     def reset(self, seed: int | None = None) -> None:
-        """Back to a new account, with the fault seed given or the one in use. The old account's instances die,
-        its images and objects are deleted."""
+        """Back to a new account on the wall clock, with the fault seed given or the one in use. The old account's
+        instances die, its images and objects are deleted."""
         self.host.reset()
         self.cvm.images.discard()
         self.cos.discard()
+        self.clock.rejoin_wall_clock()
         self._open_account(self.faults.seed if seed is None else seed)
         self.save()
 

@@ -20,7 +20,6 @@ def test_quickstart_survives_a_reboot_and_the_next_attempt_resumes_without_synci
 
     wait_for_step(agent_job, 1, 15)
     call(agent_job.cvm, "RebootInstances", {"InstanceIds": [instance_id]})
-    # No clock jump here: a jump over the whole REBOOTING period would skip the power-off.
     wait_state(agent_job.cvm, instance_id, "RUNNING")
     result = agent_job.wait_result(instance_id, 1)
     log = agent_job.log(1)

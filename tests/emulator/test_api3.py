@@ -155,6 +155,13 @@ def test_temporary_credentials_expire_on_the_cloud_clock(emulator: EmulatorProce
     assert err.value.code == "AuthFailure.TokenFailure"
 
 
+def test_a_reset_opens_the_new_account_on_the_wall_clock(emulator: EmulatorProcess) -> None:
+    # A client sets ActionTime from its own clock: a cloud still minutes ahead after a reset refuses it.
+    assert emulator.admin.advance(3600) > time.time() + 3500
+    emulator.admin.reset()
+    assert abs(emulator.admin.now() - time.time()) < 5
+
+
 def test_session_policy_limits_api_actions(emulator: EmulatorProcess, sts: Any) -> None:
     policy = {"version": "2.0", "statement": [{"effect": "allow", "action": ["name/cos:GetObject"], "resource": ["*"]}]}
     token = federation_token(sts, policy)

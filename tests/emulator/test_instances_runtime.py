@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.emulator.runtime.host import KILL_GRACE_SECONDS
 from tests.emulator.cvm_support import (
     admin_instance,
     boot,
@@ -41,6 +43,16 @@ client = billing_client.BillingClient(cred, "ap-guangzhou", profile)
 balance = client.DescribeAccountBalance(models.DescribeAccountBalanceRequest()).Balance
 print(cred.secret_id[:4], cred.role, balance)
 EOF
+"""
+
+
+# A per-boot script that takes 0.3 s to exit on SIGTERM, run at the first boot too.
+SLOW_EXIT = """#!/bin/bash
+per_boot=$TENCENTCLOUD_EMULATOR_ROOT/var/lib/cloud/scripts/per-boot
+printf '#!/bin/bash\\ntrap "sleep 0.3; exit 0" TERM\\necho $$ >> $HOME/boots\\nwhile true; do sleep 0.05; done\\n' \\
+    > $per_boot/50-slow-exit
+chmod +x $per_boot/50-slow-exit
+$per_boot/50-slow-exit
 """
 
 
@@ -118,6 +130,24 @@ echo 'echo never >> $HOME/boots' > $per_boot/10-not-executable
     assert (home / "user-data-runs").read_text() == "run\n"  # UserData runs once per instance
     log = (Path(admin_instance(emulator, instance_id)["system"]) / "var/log/cloud-init-output.log").read_text()
     assert "skipping non-executable per-boot script 10-not-executable" in log
+
+
+def test_a_reboot_starts_the_next_boot_only_after_the_power_off_has_finished(emulator: EmulatorProcess,
+                                                                           cvm: Any) -> None:
+    # Each boot's process takes a moment to exit on SIGTERM (a trainer saving). The power-off that waits for it
+    # signals every process with the instance's marker: a next boot started before that wait is over would be
+    # killed with the old one at the end of the grace (seen as an agent dead in its preflight after a reboot).
+    instance_id = run_one(cvm, UserData=user_data(SLOW_EXIT))
+    boot(emulator, cvm, instance_id)
+    home = Path(admin_instance(emulator, instance_id)["home"])
+    wait_file(home / "boots")
+    for boots in (2, 3):
+        call(cvm, "RebootInstances", {"InstanceIds": [instance_id]})
+        emulator.admin.advance(2)
+        wait_for(lambda n=boots: len((home / "boots").read_text().split()) == n, what=f"boot {boots}")
+        newest = int((home / "boots").read_text().split()[-1])
+        time.sleep(KILL_GRACE_SECONDS + 0.5)  # past the old power-off's grace, when its SIGKILL would come
+        assert Path(f"/proc/{newest}").exists(), f"boot {boots}'s process was killed by the power-off before it"
 
 
 def test_role_credentials_work_with_the_sdk_inside_an_instance(emulator: EmulatorProcess, cvm: Any) -> None:

@@ -535,12 +535,14 @@ class Cvm:
         changed = False
         for rec in self.instances.values():
             instance_id = rec.instance_id
-            if rec.state != RUNNING:
+            # A RUNNING instance whose next boot waits while the previous one lives: its power-off is under way,
+            # or a clock jump went over the whole REBOOTING period between two ticks and it is due now.
+            if rec.state != RUNNING or (rec.boot_pending and self.host.running(instance_id)):
                 if rec.kill_grace is None:
                     self.host.power_off(instance_id)
                 else:
                     self.host.power_off(instance_id, rec.kill_grace)
-            elif rec.boot_pending and not self.host.running(instance_id):
+            elif rec.boot_pending:
                 if not self.host.run_user_data:
                     # Load-test mode: the boot happens with nothing in it (its UserData counts as run: switching
                     # back does not start it later, as a real cloud-init would not run it twice).

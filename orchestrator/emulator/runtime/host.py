@@ -86,9 +86,10 @@ class Host:
         return group.pgid
 
     def running(self, instance_id: str) -> bool:
-        """Some process of the instance's last boot still lives."""
+        """Some process of the instance's last boot still lives, or its power-off has not finished: until then
+        its killer may still signal every process carrying the instance's marker, which a next boot's carry too."""
         group = self._groups.get(instance_id)
-        return group is not None and group.alive()
+        return group is not None and (group.powering_off() or group.alive())
 
     def power_off(self, instance_id: str, grace: float = KILL_GRACE_SECONDS) -> None:
         group = self._groups.get(instance_id)

@@ -88,6 +88,10 @@ class ProcessGroup:
     def killing(self) -> bool:
         return self._killer is not None
 
+    def powering_off(self) -> bool:
+        """The power-off has begun and not finished (its thread still waits out the grace or the SIGKILL)."""
+        return self._killer is not None and self._killer.is_alive()
+
     def reap(self, members: list[tuple[int, str]] | None = None) -> bool:
         """Reap the group's zombies; True while some member still lives."""
         self.popen.poll()
