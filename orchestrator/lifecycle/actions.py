@@ -82,10 +82,9 @@ class ReleasePool:
 
 @dataclass(frozen=True)
 class RefreshCredentials:
-    """Issue the agents new keys when theirs near expiry, or at once when ``agents_quiet``: an agent that stopped
-    reporting may hold keys the cloud no longer takes (expired early, revoked), and new ones bring it back."""
+    """Issue the current attempt's agents new short-lived keys (``reason`` says why, for the log)."""
 
-    agents_quiet: bool = False
+    reason: str
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,11 @@ from .settings import Settings
 
 S = JobState
 # An agent heartbeats every 5 s: two missed beats and its keys are rotated, in case the cloud stopped taking them
-# (credentials expired mid-run made the agent go silent until the heartbeat went stale and the attempt was lost).
+# (credentials expired mid-run made the agent go silent until the heartbeat went stale and the attempt was lost),
+# at most every QUIET_ROTATION_SECONDS while it stays quiet.
 QUIET_AFTER = 10.0
+QUIET_ROTATION_SECONDS = 30.0
+KEYS_REFRESH_BEFORE = 1800.0  # the agents' short-lived keys are replaced this long before they expire
 
 _FAILURE_STATES = {
     Outcome.TRAINING_FAILED: S.FAILED,
@@ -170,7 +173,7 @@ def _booting(r: _Round) -> list[Action]:
     )
     actions: list[Action] = [MarkNodes(newly_running)] if newly_running else []
     if all((v := seen.get(n.node)) is not None and v.status is not None for n in r.current):
-        return [*actions, _refresh(r.obs), Move(S.RUNNING, "the agents report")]
+        return [*actions, *_refresh(r), Move(S.RUNNING, "the agents report")]
     running_since = [n.running_at for n in r.current if n.running_at is not None]
     if running_since and r.obs.now - min(running_since) > r.s.bootstrap_timeout:
         return [
@@ -184,7 +187,7 @@ def _booting(r: _Round) -> list[Action]:
         ]
     if r.obs.now - r.entered_at > r.s.pending_timeout + r.s.bootstrap_timeout:
         return [*actions, *_fail(r.s, S.FAILED_BOOTSTRAP, "the instances never became RUNNING", r.obs.now)]
-    return [*actions, _refresh(r.obs), Wait(r.s.poll_seconds, "booting")]
+    return [*actions, *_refresh(r), Wait(r.s.poll_seconds, "booting")]
 
 
 def _to_imaging(results: list[Result]) -> Move:
@@ -196,9 +199,20 @@ def _to_imaging(results: list[Result]) -> Move:
     return Move(S.IMAGING, f"training succeeded; creating the image: {contents.describe()}")
 
 
-def _refresh(obs: Observation) -> RefreshCredentials:
-    quiet = any(v.result is None and v.status is not None and obs.now - v.status.time > QUIET_AFTER for v in obs.nodes)
-    return RefreshCredentials(agents_quiet=quiet)
+def _refresh(r: _Round) -> list[Action]:
+    """New short-lived keys for the agents (credentials: sts) before theirs expire, or when one went quiet: an
+    agent that stopped reporting may hold keys the cloud no longer takes (expired early, revoked)."""
+    if not r.s.short_lived_keys:
+        return []
+    job, now = r.job, r.obs.now
+    if job.keys_expire_at is None:
+        return [RefreshCredentials("none are on record for this attempt")]
+    if job.keys_expire_at - now < KEYS_REFRESH_BEFORE:
+        return [RefreshCredentials(f"theirs expire in {max(0.0, job.keys_expire_at - now) / 60:.0f} min")]
+    quiet = any(v.result is None and v.status is not None and now - v.status.time > QUIET_AFTER for v in r.obs.nodes)
+    if quiet and now - (job.keys_issued_at or 0.0) > QUIET_ROTATION_SECONDS:
+        return [RefreshCredentials("they went quiet")]
+    return []
 
 
 def _fail(s: Settings, outcome: JobState, reason: str, now: float) -> list[Action]:
@@ -264,7 +278,7 @@ def _running(r: _Round) -> list[Action]:
             MarkNodes(updates),
             Move(S.RECOVERING, f"no heartbeat for {r.s.recovery.heartbeat_stale_after:.0f} s"),
         ]
-    return [_refresh(r.obs), Wait(r.s.poll_training_seconds, "running")]
+    return [*_refresh(r), Wait(r.s.poll_training_seconds, "running")]
 
 
 def _recovering(r: _Round) -> list[Action]:
@@ -299,10 +313,12 @@ def _cancelling(r: _Round) -> list[Action]:
         return [Move(S.TEARING_DOWN, "the agents stopped", outcome=S.CANCELLED)]
     if r.obs.now - r.entered_at > r.s.cancel_grace:
         return [Move(S.TEARING_DOWN, f"the agents did not stop within {r.s.cancel_grace:.0f} s", outcome=S.CANCELLED)]
-    return [_refresh(r.obs), Wait(r.s.poll_seconds, "waiting for the agents to checkpoint and stop")]
+    return [*_refresh(r), Wait(r.s.poll_seconds, "waiting for the agents to checkpoint and stop")]
 
 
 def _imaging(r: _Round) -> list[Action]:
+    if r.job.image_id is None and r.job.image_error is not None:
+        return [Move(S.TEARING_DOWN, f"training succeeded; no image ({r.job.image_error})", outcome=S.SUCCEEDED)]
     if r.job.image_id is None:
         return [CreateImage()]
     image = r.obs.image

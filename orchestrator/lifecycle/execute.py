@@ -13,7 +13,7 @@ import hashlib
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -63,8 +63,6 @@ from .machine import JobState
 
 ACTION_TIMER_MARGIN = 600.0  # the instance's own deadline trails the job's by this much
 CREDENTIAL_SECONDS = 7200  # GetFederationToken maximum for a root account
-CREDENTIAL_REFRESH_BEFORE = 1800.0
-QUIET_ROTATION_SECONDS = 30.0  # at most this often for agents that went quiet (RefreshCredentials.agents_quiet)
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600
 
 Emit = Callable[[str, str], None]
@@ -103,8 +101,6 @@ class Executor:
     source_dir: Path
     now: Callable[[], float] = time.time
     emit: Emit = lambda kind, message: None
-    _keys_expire: dict[int, float] = field(default_factory=dict)
-    _quiet_rotations: dict[int, float] = field(default_factory=dict)
     _told: str = ""  # the reason of the last Wait told to the user, while it lasts
 
     @property
@@ -247,13 +243,16 @@ class Executor:
         )
 
     def _write_credentials(self, attempt: int) -> TemporaryKeys:
+        issued = self.now()
         keys = self._issue_keys()
         retrying(
             lambda: self.state.put_json(
                 self.layout.credentials(attempt), CredentialsDoc(keys=keys).model_dump(mode="json")
             )
         )
-        self._keys_expire[attempt] = keys.expires_at
+        # On record for decide(), which rotates them: they belong to ``attempt``, the current one or (written
+        # just before StartAttempt's transition) the one about to start.
+        self.store.update(self.job_id, self.token, self.now(), keys_issued_at=issued, keys_expire_at=keys.expires_at)
         return keys
 
     def _presign_seconds(self) -> int:
@@ -296,18 +295,8 @@ class Executor:
             )
 
     def _RefreshCredentials(self, action: RefreshCredentials) -> Next:
-        job = self.job()
-        if self.spec.credentials != "sts" or job.attempt == 0:
-            return Next.CONTINUE
-        expires = self._keys_expire.get(job.attempt)
-        last_quiet_rotation = self._quiet_rotations.get(job.attempt, 0.0)
-        quiet = action.agents_quiet and self.now() - last_quiet_rotation > QUIET_ROTATION_SECONDS
-        if expires is None or expires - self.now() < CREDENTIAL_REFRESH_BEFORE or quiet:
-            self._write_credentials(job.attempt)
-            if quiet:
-                self._quiet_rotations[job.attempt] = self.now()
-            why = " (they went quiet)" if quiet else ""
-            self.emit("credentials", f"issued fresh short-lived COS keys to the agents{why}")
+        self._write_credentials(self.job().attempt)
+        self.emit("credentials", f"issued fresh short-lived COS keys to the agents ({action.reason})")
         return Next.CONTINUE
 
     # -- instances ---------------------------------------------------------------------------------------
@@ -475,15 +464,7 @@ class Executor:
                 image_id = retrying(lambda: images.create_image(self.sdk, instance, name, tags))
             except CloudError as exc:
                 self.emit("image", f"CreateImage failed ({exc.code}); finishing without an image")
-                self.store.transition(
-                    self.job_id,
-                    self.token,
-                    job.state,
-                    JobState.TEARING_DOWN,
-                    f"training succeeded; no image ({exc.code}: {exc.message})",
-                    self.now(),
-                    outcome=JobState.SUCCEEDED,
-                )
+                self.store.update(self.job_id, self.token, self.now(), image_error=f"{exc.code}: {exc.message}")
                 return Next.LOOK_AGAIN
         record = ImageRecord(image_id, self.job_id, name, ImageState.CREATING, self.now(), None)
         self.store.put_image(self.token, record)

@@ -48,6 +48,7 @@ class Settings:
     pool: str | None = None
     pool_when_busy: str = "wait"  # wait | on-demand | fail
     pool_wait_timeout: float = 1800.0
+    short_lived_keys: bool = True  # credentials: sts (the agents' COS keys expire and are rotated), not a CAM role
 
 
 def settings_to_json(settings: Settings) -> dict[str, object]:

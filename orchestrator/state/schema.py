@@ -35,6 +35,9 @@ jobs = Table(
     Column("lease_expires", Float, nullable=False, server_default=text("0")),
     Column("source_dir", Text, nullable=False, server_default=""),  # the spec file's folder
     Column("settings_json", Text, nullable=False, server_default="{}"),  # what decide() reads, as submitted
+    Column("keys_issued_at", Float),  # the short-lived COS keys the current attempt's agents hold: issued,
+    Column("keys_expire_at", Float),  # and expiring (decide() rotates them)
+    Column("image_error", Text),  # why CreateImage was refused (the job then succeeds without an image)
     Index("jobs_claim", "state", "lease_expires"),
 )
 

@@ -102,6 +102,9 @@ class JobRecord:
     lease_expires: float
     source_dir: str
     settings: dict[str, Any]
+    keys_issued_at: float | None = None
+    keys_expire_at: float | None = None
+    image_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,9 @@ _WRITABLE_JOB_FIELDS = {
     "final_step",
     "plan",
     "deadline",
+    "keys_issued_at",
+    "keys_expire_at",
+    "image_error",
 }
 _ACTIVE_STATES = [s.value for s in JobState if s.is_active()]
 _WRITE = "cvmjob_write"  # execution option: this connection's transaction writes (SQLite: BEGIN IMMEDIATE)

@@ -360,7 +360,7 @@ class World:
             image = mine[0]  # created before a crash: adopted (its tags name the job)
         else:
             if rng.random() < f.image_refused:
-                self.move(S.TEARING_DOWN, "no image (model)", outcome=S.SUCCEEDED)
+                self.job = replace(self.job, image_error="refused (model)")
                 return False
             image = Image(f"img-{len(self.images) + 1:08d}", "CREATING", self.now + rng.uniform(1, 60),
                           rng.random() < f.image_fails, rng.random() < f.image_hangs)

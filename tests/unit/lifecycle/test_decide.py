@@ -336,11 +336,29 @@ def test_a_reserved_pool_member_is_never_terminated() -> None:
     assert [type(a).__name__ for a in actions] == ["ReleasePool"]
 
 
-def test_an_agent_that_went_quiet_gets_new_keys_before_its_heartbeat_is_stale() -> None:
+def test_the_agents_keys_are_rotated_before_they_expire_and_when_an_agent_went_quiet() -> None:
     from orchestrator.lifecycle.actions import RefreshCredentials
+    from orchestrator.lifecycle.decide import KEYS_REFRESH_BEFORE, QUIET_ROTATION_SECONDS
 
-    assert run(job(S.RUNNING), seen(instance(), status(at=NOW - 2)))[0] == RefreshCredentials(agents_quiet=False)
-    assert run(job(S.RUNNING), seen(instance(), status(at=NOW - 12)))[0] == RefreshCredentials(agents_quiet=True)
+    def refreshes(j: JobRecord, beat_age: float, settings: Settings = SETTINGS) -> list[str]:
+        actions = run(j, seen(instance(), status(at=NOW - beat_age)), settings=settings)
+        return [a.reason for a in actions if isinstance(a, RefreshCredentials)]
+
+    fresh = job(S.RUNNING, keys_issued_at=NOW - 60, keys_expire_at=NOW + 7000)
+    assert refreshes(fresh, 2) == []
+    assert refreshes(job(S.RUNNING), 2) == ["none are on record for this attempt"]  # a store from before 0003
+    assert refreshes(replace(fresh, keys_expire_at=NOW + KEYS_REFRESH_BEFORE - 60), 2) == ["theirs expire in 29 min"]
+    # Quiet for two heartbeats: rotated, and again only QUIET_ROTATION_SECONDS after the last rotation.
+    assert refreshes(fresh, 12) == ["they went quiet"]
+    assert refreshes(replace(fresh, keys_issued_at=NOW - QUIET_ROTATION_SECONDS + 5), 12) == []
+    # A CAM role's keys are the instance's, never cvmjob's to rotate.
+    assert refreshes(job(S.RUNNING), 12, replace(SETTINGS, short_lived_keys=False)) == []
+
+
+def test_a_refused_create_image_ends_the_job_without_an_image() -> None:
+    actions = run(job(S.IMAGING, image_error="InvalidParameter: no"), seen(instance()))
+    assert actions == [Move(S.TEARING_DOWN, "training succeeded; no image (InvalidParameter: no)",
+                            outcome=S.SUCCEEDED)]
 
 
 def test_a_failed_image_is_deleted_and_the_job_succeeds_without_it() -> None:

@@ -46,7 +46,7 @@ def test_a_new_store_is_at_head_with_exactly_the_tables_the_store_queries(open_s
                                                                           store_url: str) -> None:
     Store(store_url).close()
     Store(store_url).close()  # opening it again changes nothing
-    assert version(raw) == (migrations.head(),) == ("0002",)
+    assert version(raw) == (migrations.head(),) == ("0003",)
     with raw.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
 
@@ -98,7 +98,7 @@ def test_a_store_of_the_hand_written_migrations_upgrades_in_place(tmp_path: Path
         store.close()
     db = sqlite3.connect(path)
     try:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0002",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "migrations" not in tables and {"controllers", "pool_instances"} <= tables
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -157,7 +157,7 @@ def test_stores_opened_for_the_first_time_at_once_are_migrated_once(store_url: s
     for store in opened:
         store.close()
     assert not errors and len(opened) == 3
-    assert version(raw) == ("0002",)
+    assert version(raw) == ("0003",)
 
 
 def closed_port() -> int:
