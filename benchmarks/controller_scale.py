@@ -397,17 +397,18 @@ class Side:
     died: str = ""  # why the run is not to be trusted (a controller that exited early)
     emulator_cpu_s: float = 0.0  # over the side's run
     own_cpu_s: float = 0.0  # this process's (the agents, the submissions, the reading), over the side's run
+    db: str = ""  # a shared store's URL (CVMJOB_DB); "" for the SQLite file in CVMJOB_HOME
 
     @property
     def peak_mb(self) -> float:
         return sum(p.peak_kib for p in self.processes) / 1024
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "CVMJOB_HOME": str(self.home)}
+        return {**os.environ, "CVMJOB_HOME": str(self.home), **({"CVMJOB_DB": self.db} if self.db else {})}
 
     def store(self) -> Store:
         self.home.mkdir(parents=True, exist_ok=True)
-        return Store(self.home / "state.db")  # the SQLite file that CVMJOB_HOME's store is
+        return Store(self.db or self.home / "state.db")  # the SQLite file that CVMJOB_HOME's store is, by default
 
 
 def cvmjob(*args: str) -> list[str]:

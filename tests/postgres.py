@@ -28,7 +28,7 @@ SERVER_USER = "cvmjob-pg"
 _databases = itertools.count()
 
 
-def _bindir() -> Path | None:
+def server_bindir() -> Path | None:
     """The newest installed server's bin folder."""
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name))
     return found[-1].parent if found else None
@@ -97,7 +97,7 @@ def _ensure_user(name: str) -> None:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """The URL of the cluster's ``postgres`` database (superuser ``postgres``, no password)."""
-    bindir = _bindir()
+    bindir = server_bindir()
     if bindir is None:
         message = "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): run `make postgres`"
         if os.environ.get("CI") == "true":
