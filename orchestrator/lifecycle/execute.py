@@ -169,7 +169,7 @@ class Executor:
             if p.charge_type == ChargeType.RESERVED:
                 record = self._claim_pool_member(record)
             self.store.put_node(self.token, record)
-        self._write_agent_configs(attempt)
+        keys = self._write_agent_configs(attempt)
         self.store.transition(
             self.job_id,
             self.token,
@@ -178,6 +178,7 @@ class Executor:
             f"attempt {attempt}: {p.label()} ({action.reason})",
             self.now(),
             attempt=attempt,
+            **self._keys_on_record(keys),
         )
         self.emit(
             "launch",
@@ -243,22 +244,19 @@ class Executor:
         )
 
     def _write_credentials(self, attempt: int) -> TemporaryKeys:
-        issued = self.now()
         keys = self._issue_keys()
         retrying(
             lambda: self.state.put_json(
                 self.layout.credentials(attempt), CredentialsDoc(keys=keys).model_dump(mode="json")
             )
         )
-        # On record for decide(), which rotates them: they belong to ``attempt``, the current one or (written
-        # just before StartAttempt's transition) the one about to start.
-        self.store.update(self.job_id, self.token, self.now(), keys_issued_at=issued, keys_expire_at=keys.expires_at)
         return keys
 
     def _presign_seconds(self) -> int:
         return int(min(MAX_PRESIGN_SECONDS, max(3600.0, self.job().deadline - self.now() + 3600)))
 
-    def _write_agent_configs(self, attempt: int) -> None:
+    def _write_agent_configs(self, attempt: int) -> TemporaryKeys | None:
+        """Every node's agent.json of ``attempt``; the short-lived keys they carry (None with a CAM role)."""
         role = self.spec.cam_role
         keys = None if role else self._write_credentials(attempt)
         state, checkpoints, outputs = self._locations()
@@ -293,9 +291,15 @@ class Executor:
                     self.state.put_json, layout.agent_config(attempt, node), config.model_dump(mode="json")
                 )
             )
+        return keys
+
+    def _keys_on_record(self, keys: TemporaryKeys | None) -> dict[str, float]:
+        """The job's columns that tell decide() when the agents' keys were issued and expire (it rotates them)."""
+        return {} if keys is None else {"keys_issued_at": self.now(), "keys_expire_at": float(keys.expires_at)}
 
     def _RefreshCredentials(self, action: RefreshCredentials) -> Next:
-        self._write_credentials(self.job().attempt)
+        keys = self._write_credentials(self.job().attempt)
+        self.store.update(self.job_id, self.token, self.now(), **self._keys_on_record(keys))
         self.emit("credentials", f"issued fresh short-lived COS keys to the agents ({action.reason})")
         return Next.CONTINUE
 

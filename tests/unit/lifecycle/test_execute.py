@@ -129,3 +129,27 @@ def test_a_wait_worth_telling_is_told_once_while_it_lasts(run: Run) -> None:
     for reason in ("the pool is busy", "the pool is busy", "booting", "the pool is busy"):
         assert run.executor.run(A.Wait(5.0, reason, tell=reason != "booting")) is Next.LOOK_AGAIN
     assert [m for kind, m in run.told if kind == "wait"] == ["the pool is busy", "the pool is busy"]
+
+
+def test_an_attempts_keys_are_on_record_for_decide_and_a_refresh_replaces_them(run: Run) -> None:
+    start(run)
+    first = run.store.get(run.job_id)
+    assert first is not None and first.keys_expire_at is not None and first.keys_issued_at is not None
+    assert first.keys_expire_at > first.keys_issued_at + 3600  # GetFederationToken's two hours
+    assert run.executor.run(A.RefreshCredentials("a test")) is Next.CONTINUE
+    second = run.store.get(run.job_id)
+    assert second is not None and second.keys_issued_at is not None and second.keys_issued_at >= first.keys_issued_at
+    assert ("credentials", "issued fresh short-lived COS keys to the agents (a test)") in run.told
+
+
+def test_a_refused_create_image_is_on_record_and_the_job_stays_where_it_is(run: Run) -> None:
+    ex = run.executor
+    running(run)
+    run.emulator.admin.inject("error", service="cvm", action="CreateImage", code="ImageQuotaLimitExceeded",
+                              message="quota")
+    state = run.store.get(run.job_id)
+    assert state is not None
+    assert ex.run(A.CreateImage()) is Next.LOOK_AGAIN
+    job = run.store.get(run.job_id)
+    assert job is not None and job.state == state.state and job.image_id is None
+    assert job.image_error == "ImageQuotaLimitExceeded: quota"  # decide() ends the job without an image
