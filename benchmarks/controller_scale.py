@@ -452,7 +452,7 @@ def wait_for_jobs(side: Side, deadline: float, alive: Callable[[], str]) -> None
             side.states = {j: records[j].state.value for j in side.jobs if j in records}
             open_jobs = [j for j in side.jobs if j not in records or not records[j].state.is_terminal()]
             if not open_jobs:
-                side.ended = max(store.entered_at(j) for j in side.jobs)
+                side.ended = max(records[j].entered_at for j in side.jobs)
                 return
             why = alive()
             if why:

@@ -157,21 +157,21 @@ class Engine:
         now = self._round_at = self.now()
         # Only the due jobs are read: a job changes only through its own steps (or a cancel, which its next look
         # sees); reading every held job at every round was most of a controller's CPU with a thousand of them.
-        records = {job_id: self.store.get(job_id) for job_id, held in self.held.items() if self._due(held, now)}
-        ended = [job for job in records.values() if job is not None and job.state.is_terminal()]
+        # Two queries a round, whatever the number of due jobs (a query per job each was a busy controller's
+        # main-thread time).
+        records = self.store.get_many(job_id for job_id, held in self.held.items() if self._due(held, now))
+        ended = [job for job in records.values() if job.state.is_terminal()]
         for job in ended:
             held = self.held[job.job_id]
             if held.on_round is not None:
                 held.on_round(job, None)
             self.drop(job.job_id)
-        due = [
-            (self.held[job.job_id], job)
-            for job in records.values()
-            if job is not None and not job.state.is_terminal() and self._due(self.held[job.job_id], now)
-        ]
+        due = [job for job in records.values() if not job.state.is_terminal()]
+        nodes_of = self.store.nodes_of(job.job_id for job in due)
         by_connection: dict[int, list[tuple[Held, JobRecord, list[NodeRecord]]]] = {}
-        for held, job in due:
-            by_connection.setdefault(id(held.sdk), []).append((held, job, self.store.nodes(job.job_id)))
+        for job in due:
+            held = self.held[job.job_id]
+            by_connection.setdefault(id(held.sdk), []).append((held, job, nodes_of[job.job_id]))
         for group in by_connection.values():
             sdk = group[0][0].sdk
             looks: dict[str, CloudLook] | CloudError
@@ -262,7 +262,7 @@ class Engine:
                 observation = replace(observation, pool_idle=idle)
             if held.on_round is not None:
                 held.on_round(job, observation)
-            actions = decide(job, nodes, observation, held.settings, self.store.entered_at(job.job_id))
+            actions = decide(job, nodes, observation, held.settings, job.entered_at)
             held.due_at = self._act(held, job, actions)
             if held.due_at > self.now():
                 return

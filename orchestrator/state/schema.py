@@ -38,6 +38,7 @@ jobs = Table(
     Column("keys_issued_at", Float),  # the short-lived COS keys the current attempt's agents hold: issued,
     Column("keys_expire_at", Float),  # and expiring (decide() rotates them)
     Column("image_error", Text),  # why CreateImage was refused (the job then succeeds without an image)
+    Column("entered_at", Float, nullable=False, server_default=text("0")),  # its latest transition's time
     Index("jobs_claim", "state", "lease_expires"),
 )
 

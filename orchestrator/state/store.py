@@ -16,7 +16,7 @@ import signal
 import sqlite3
 import threading
 import weakref
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -105,6 +105,7 @@ class JobRecord:
     keys_issued_at: float | None = None
     keys_expire_at: float | None = None
     image_error: str | None = None
+    entered_at: float = 0.0  # when it entered its state: the latest transition
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,12 @@ def _job(row: Row[Any]) -> JobRecord:
     data["outcome"] = JobState(data["outcome"]) if data["outcome"] else None
     data["cancel_requested"] = bool(data["cancel_requested"])
     return JobRecord(**data)
+
+
+def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
+    """IN lists of at most ``size`` (SQLite allows 32 766 bound parameters; a round stays far below either way)."""
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
 
 
 def _reason(exc: sql_errors.DBAPIError) -> str:
@@ -319,6 +326,27 @@ class Store:
             row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).first()
         return _job(row) if row else None
 
+    def get_many(self, job_ids: Iterable[str]) -> dict[str, JobRecord]:
+        """The jobs of those ids that exist, in one query (a controller's round reads its due jobs so)."""
+        wanted = list(job_ids)
+        found: dict[str, JobRecord] = {}
+        for chunk in _chunks(wanted):
+            with self._read() as conn:
+                found.update((r.job_id, _job(r)) for r in conn.execute(select(jobs).where(jobs.c.job_id.in_(chunk))))
+        return found
+
+    def nodes_of(self, job_ids: Iterable[str]) -> dict[str, list[NodeRecord]]:
+        """Every node of each job (by attempt, then node), in one query; [] for a job without any."""
+        wanted = list(job_ids)
+        found: dict[str, list[NodeRecord]] = {job_id: [] for job_id in wanted}
+        for chunk in _chunks(wanted):
+            query = select(nodes).where(nodes.c.job_id.in_(chunk)).order_by(nodes.c.job_id, nodes.c.attempt,
+                                                                             nodes.c.node)
+            with self._read() as conn:
+                for row in conn.execute(query):
+                    found[row.job_id].append(_node(row))
+        return found
+
     def find(self, ref: str) -> list[JobRecord]:
         """Jobs whose id is ``ref``, starts with it, or whose name is ``ref`` (newest first)."""
         # A prefix compared as text: LIKE would read % and _ in the reference as wildcards.
@@ -345,18 +373,6 @@ class Store:
         with self._read() as conn:
             rows = conn.execute(select(events).where(events.c.job_id == job_id).order_by(events.c.id)).all()
         return [Event(**r._mapping) for r in rows]
-
-    def entered_at(self, job_id: str) -> float:
-        """When the job entered its current state (the latest transition)."""
-        query = (
-            select(events.c.at)
-            .where(events.c.job_id == job_id, events.c.kind == "transition")
-            .order_by(events.c.id.desc())
-            .limit(1)
-        )
-        with self._read() as conn:
-            at = conn.execute(query).scalar()
-        return float(at) if at is not None else 0.0
 
     def nodes(self, job_id: str, attempt: int | None = None) -> list[NodeRecord]:
         query = select(nodes).where(nodes.c.job_id == job_id).order_by(nodes.c.attempt, nodes.c.node)
@@ -401,6 +417,7 @@ class Store:
                     cloud_json=json.dumps(cloud),
                     created_at=now,
                     updated_at=now,
+                    entered_at=now,
                     deadline=deadline,
                     source_dir=source_dir,
                     settings_json=json.dumps(settings),
@@ -572,7 +589,7 @@ class Store:
             if current != expected:
                 raise StaleState(f"job {job_id} is {current.value}, not {expected.value}")
             check_transition(current, target)
-            self._update(conn, job_id, now, {"state": target.value, "reason": reason, **changes})
+            self._update(conn, job_id, now, {"state": target.value, "reason": reason, "entered_at": now, **changes})
             conn.execute(
                 events.insert().values(
                     job_id=job_id,
@@ -600,8 +617,8 @@ class Store:
     def _update(conn: Connection, job_id: str, now: float, changes: dict[str, Any]) -> None:
         columns: dict[str, Any] = {"updated_at": now}
         for key, value in changes.items():
-            if key == "state":
-                columns["state"] = value
+            if key in ("state", "entered_at"):  # transition() only
+                columns[key] = value
             elif key == "plan":
                 columns["plan_json"] = json.dumps(value)
             elif key in _WRITABLE_JOB_FIELDS:

@@ -70,6 +70,8 @@ def old_store(path: Path, applied: int) -> None:
                    " deadline, lease_owner, lease_token, lease_expires)"
                    " VALUES ('job-old', 'old', 'RUNNING', ?, '{}', '{}', 1, 2, 3, 'ctl', 4, 50)", (json.dumps(spec),))
         db.execute("INSERT INTO events (job_id, at, kind, detail) VALUES ('job-old', 1, 'note', 'before')")
+        db.execute("INSERT INTO events (job_id, at, kind, from_state, to_state, detail)"
+                   " VALUES ('job-old', 1.5, 'transition', 'BOOTING', 'RUNNING', 'the agents report')")
         db.execute("INSERT INTO nodes (job_id, attempt, node, client_token, zone, instance_type, charge_type, state)"
                    " VALUES ('job-old', 1, 0, 'tok', 'z', 't', 'SPOTPAID', 'running')")
     db.close()
@@ -85,12 +87,14 @@ def test_a_store_of_the_hand_written_migrations_upgrades_in_place(tmp_path: Path
         assert job is not None and job.spec == CLEAN_SPEC  # 0004's data fix, applied now if it was missing
         assert (job.state, job.source_dir, job.settings, job.lease_owner, job.lease_token) == (
             JobState.RUNNING, "", {}, "ctl", 4)
+        assert job.entered_at == 1.5 and job.keys_expire_at is None  # 0003: from its latest transition
         [node] = store.nodes("job-old")
         assert node.charge_type.value == "SPOTPAID" and node.on_demand_price_per_hour is None
         store.put_node(4, NodeRecord(**{**node.__dict__, "on_demand_price_per_hour": 9.0}))
         assert store.nodes("job-old")[0].on_demand_price_per_hour == 9.0
         store.note("job-old", 4, "note", "after", 60)
-        assert [(e.id, e.detail) for e in store.events("job-old")] == [(1, "before"), (2, "after")]
+        assert [(e.id, e.detail) for e in store.events("job-old")] == [(1, "before"), (2, "the agents report"),
+                                                                      (3, "after")]
         PoolStore(store).add(PoolInstance("ins-1", "p", "z", "t", None, 1.0))
         store.register_controller("ctl", 60, {})
         assert store.claim("other", ttl=30, now=60, limit=5) == [("job-old", 5)]  # ctl's lease expired at 50

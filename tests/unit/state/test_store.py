@@ -86,8 +86,8 @@ def test_transitions_are_fenced_checked_and_logged(store: Store) -> None:
         store.transition("job-1", token, JobState.STAGING, JobState.SUCCEEDED, "skip teardown", 102)
     events = [(e.from_state, e.to_state) for e in store.events("job-1") if e.kind == "transition"]
     assert events == [(None, "PENDING"), ("PENDING", "STAGING")]
-    assert store.entered_at("job-1") == 101
-    assert store.get("job-1").state == JobState.STAGING  # type: ignore[union-attr]
+    job = store.get("job-1")
+    assert job is not None and (job.state, job.entered_at) == (JobState.STAGING, 101)
 
 
 def test_second_controller_is_fenced_out(store: Store) -> None:
@@ -170,3 +170,13 @@ def test_a_crash_point_kills_the_process_after_the_transition_commits_or_before_
     job = store.get("job-1")
     assert job is not None and job.state == JobState.STAGING
     assert store.nodes("job-1") == []
+
+
+def test_a_round_reads_its_jobs_and_their_nodes_in_one_query_each(store: Store) -> None:
+    store.create_job("job-2", "n", {}, {}, {}, now=1, deadline=2, source_dir="/", settings={})
+    token = store.acquire("job-2", "a", ttl=30, now=100)
+    node = NodeRecord("job-2", 1, 0, "tok", "z", "t", ChargeType.SPOT, None, None, "intent")
+    store.put_node(token, node)
+    assert set(store.get_many(["job-1", "job-2", "job-nope"])) == {"job-1", "job-2"}
+    assert store.get_many([]) == {}
+    assert store.nodes_of(["job-1", "job-2"]) == {"job-1": [], "job-2": [node]}
