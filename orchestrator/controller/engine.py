@@ -166,7 +166,10 @@ class Engine:
             if held.on_round is not None:
                 held.on_round(job, None)
             self.drop(job.job_id)
-        due = [job for job in records.values() if not job.state.is_terminal()]
+        # Steps are queued for the pool in this order: the jobs launching, recovering or ending before the many
+        # that only train (a thousand training jobs' looks made a new job wait seconds for a thread).
+        due = sorted((job for job in records.values() if not job.state.is_terminal()),
+                     key=lambda job: job.state == JobState.RUNNING)
         nodes_of = self.store.nodes_of(job.job_id for job in due)
         by_connection: dict[int, list[tuple[Held, JobRecord, list[NodeRecord]]]] = {}
         for job in due:
