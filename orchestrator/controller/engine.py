@@ -34,7 +34,7 @@ from ..providers.tencent.budget import ApiBudget
 from ..providers.tencent.errors import CloudError, TransientError
 from ..providers.tencent.storage import ObjectStore
 from ..spec.models import JobSpec
-from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store
+from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
 from ..target import Target, connect, reconnect
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,13 @@ class Engine:
     # -- rounds ---------------------------------------------------------------------------------------------
     def round(self) -> list[JobRecord]:
         """One look at every due job and a step for each; returns the jobs that ended (and are let go)."""
+        try:
+            return self._round()
+        except StoreBusy as exc:  # its reads or the lease renewal: the next round tries again
+            log.warning("%s; the next round tries again", exc)
+            return []
+
+    def _round(self) -> list[JobRecord]:
         self._collect()
         now = self._round_at = self.now()
         # Only the due jobs are read: a job changes only through its own steps (or a cancel, which its next look
@@ -221,6 +228,12 @@ class Engine:
             held.step = None
             failure = step.exception()
             if failure is None:
+                continue
+            if isinstance(failure, StoreBusy):
+                # Like a crash at that point, which every action is written to survive: step it again shortly
+                # (fifty drivers on one SQLite file under a slow disk died of it).
+                log.warning("job %s: %s; stepping it again in %.0f s", job_id, failure, TRANSIENT_PAUSE)
+                held.due_at = self.now() + TRANSIENT_PAUSE
                 continue
             if self.raise_errors:
                 self.drop(job_id)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..state.store import Store
+from ..state.store import Store, StoreBusy
 from .drive import controller_name
 from .engine import LEASE_SECONDS, Engine
 
@@ -57,8 +57,11 @@ class Service:
         self.say(f"controller {self.name}: driving up to {self.settings.max_jobs} jobs")
         try:
             while not self.draining.is_set():
-                self._beat()
-                self._claim()
+                try:
+                    self._beat()
+                    self._claim()
+                except StoreBusy as exc:  # the jobs held go on; the next round claims
+                    self.say(f"controller: {exc}; claiming again at the next round")
                 for job in self.engine.round():
                     self.say(f"{job.job_id} {job.state.value}: {job.reason}")
                 if self._idle_for_good():

@@ -47,12 +47,18 @@ def _crash_point(name: str) -> None:
 
 
 POOL_SIZE = 10  # PostgreSQL connections a store keeps open
+BUSY_TIMEOUT = 30.0  # seconds a SQLite writer waits for another's lock, and a thread for a pooled connection
 POOL_OVERFLOW = 50  # and opens beyond them while it is busy (a server allows 100 by default)
 
 
 class StoreError(CvmjobError):
     """The store cannot be used (unreachable, not writable, or of a newer schema); the message is one line that
     says what to do."""
+
+
+class StoreBusy(StoreError):
+    """A lock or a pooled connection of the store was waited for longer than BUSY_TIMEOUT: transient, a later try
+    may succeed (a controller steps the job again instead of dying of it)."""
 
 
 class FencedOut(CvmjobError):
@@ -264,7 +270,7 @@ class Store:
             # A connection is held for one statement or one short transaction, but a controller's threads (and the
             # fifty drive() threads of tests/faults row 16) ask at once: the default pool of 5 + 10 timed out there.
             self._engine = create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True,
-                                         pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
+                                         pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=BUSY_TIMEOUT)
         self._closed = weakref.finalize(self, self._engine.dispose)  # a store dropped unclosed closes its connections
         try:
             with self._write() as conn:
@@ -293,12 +299,16 @@ class Store:
     def _errors(self) -> Iterator[None]:
         try:
             yield
+        except sql_errors.TimeoutError as exc:  # every pooled connection stayed in use for the pool's timeout
+            raise StoreBusy(f"the store {self.where} is busy: no connection of this process's pool was free for "
+                            f"{BUSY_TIMEOUT:.0f} s; try again") from exc
         except sql_errors.OperationalError as exc:
             reason = _reason(exc)
+            if self._engine.dialect.name == "sqlite" and "locked" in reason:
+                raise StoreBusy(f"cannot use the store {self.where} ({reason}): another process has been writing "
+                                f"to it for {BUSY_TIMEOUT:.0f} s; try again") from exc
             if self._engine.dialect.name != "sqlite":
                 hint = "check that the server is up and CVMJOB_DB names it, or point CVMJOB_DB elsewhere"
-            elif "locked" in reason:
-                hint = "another process has been writing to it for 30 s; try again"
             else:
                 hint = "set CVMJOB_DB or CVMJOB_HOME to a file cvmjob can write"
             raise StoreError(f"cannot use the store {self.where} ({reason}): {hint}") from exc
@@ -730,7 +740,8 @@ def _sqlite_engine(url: URL, path: str) -> Engine:
         raise StoreError(
             f"cannot create the store {path} ({reason}): set CVMJOB_DB or CVMJOB_HOME to a place cvmjob can write"
         ) from exc
-    engine = create_engine(url, connect_args={"timeout": 30})  # the busy timeout: wait for the writer, then fail
+    # The busy timeout: wait for the writer, then fail.
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT}, pool_timeout=BUSY_TIMEOUT)
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:

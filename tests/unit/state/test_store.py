@@ -180,3 +180,29 @@ def test_a_round_reads_its_jobs_and_their_nodes_in_one_query_each(store: Store) 
     assert set(store.get_many(["job-1", "job-2", "job-nope"])) == {"job-1", "job-2"}
     assert store.get_many([]) == {}
     assert store.nodes_of(["job-1", "job-2"]) == {"job-1": [], "job-2": [node]}
+
+
+def test_a_store_locked_past_the_busy_timeout_is_busy_and_changes_nothing(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from orchestrator.state import store as store_module
+    from orchestrator.state.store import StoreBusy
+
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.2)
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.create_job("job-1", "n", {}, {}, {}, now=1, deadline=2, source_dir="/", settings={})
+    token = store.acquire("job-1", "a", ttl=30, now=1)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writing, for longer than the timeout
+    try:
+        with pytest.raises(StoreBusy, match="another process has been writing to it for 0 s; try again"):
+            store.update("job-1", token, 2, exit_code=3)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    store.update("job-1", token, 2, exit_code=3)  # the lock gone, the same write goes through
+    job = store.get("job-1")
+    assert job is not None and job.exit_code == 3
+    store.close()
