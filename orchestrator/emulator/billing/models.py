@@ -75,11 +75,14 @@ class Billing:
         cash = self.initial_fen - consumed
         return {"cash": cash, "frozen": frozen, "real": cash - frozen, "consumed": consumed}
 
-    def ledger(self, now: float) -> list[dict[str, Any]]:
+    def ledger(self, now: float, resource: str | None = None) -> list[dict[str, Any]]:
+        """Every charge, or one resource's (its segments ``ins-x``, ``ins-x.1``, ...): a controller asks for one
+        job's instances, and building all thousand charges for each of them was most of a load test's emulator."""
         with self._lock:
             return [
                 {**asdict(c), "billed_seconds": c.billed_seconds(now), "cost_fen": c.cost_fen(now)}
                 for c in self.charges.values()
+                if resource is None or c.resource_id.split(".", 1)[0] == resource
             ]
 
     def to_state(self) -> dict[str, Any]:

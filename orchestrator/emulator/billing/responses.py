@@ -49,7 +49,7 @@ def build(billing: Billing, now: Callable[[], float], uin: str) -> Service:
         wanted = params.str("ResourceId")
         t = now()
         rows: dict[str, dict[str, Any]] = {}
-        for line in billing.ledger(t):
+        for line in billing.ledger(t, wanted or None):
             resource = str(line["resource_id"]).split(".", 1)[0]  # a stop/start opens charge segment ins-x.1
             started = line["created_at"]
             if wanted and resource != wanted:
