@@ -24,11 +24,14 @@ def _say(line: str) -> None:
     print(f"{datetime.now().strftime('%H:%M:%S')} {line}", flush=True)
 
 
+DEFAULTS = ServiceSettings()
+
 @controller_app.callback(invoke_without_command=True)
 def serve(
     ctx: typer.Context,
-    max_jobs: Annotated[int, typer.Option(min=1, help="the most jobs this replica drives at once")] = 1000,
-    workers: Annotated[int, typer.Option(min=1, max=256, help="threads stepping jobs (cloud calls in flight)")] = 16,
+    max_jobs: Annotated[int, typer.Option(min=1, help="the most jobs this replica drives at once")] = DEFAULTS.max_jobs,
+    workers: Annotated[int, typer.Option(min=1, max=256, help="threads stepping jobs (cloud calls in flight)")] = (
+        DEFAULTS.workers),
     lease: Annotated[float, typer.Option(min=5, help="seconds a lease lasts unrenewed: a dead replica's jobs are "
                                                      "taken over after it")] = LEASE_SECONDS,
     exit_when_idle: Annotated[bool, typer.Option(help="exit once no job is left to drive")] = False,

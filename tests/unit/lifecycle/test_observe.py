@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.contract import JobLayout, Phase, Status
+from orchestrator.contract import JobLayout, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import Observation
-from orchestrator.lifecycle.observe import observe
+from orchestrator.lifecycle.observe import RESULT_AFTER_SILENCE, observe
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState
@@ -164,3 +164,23 @@ def test_the_agents_documents_are_read_while_agents_run(job: Job) -> None:
     (running,) = job.observe().nodes
     assert running.status is not None and (running.status.seq, running.status.step) == (7, 42)
     assert running.result is None  # unreadable as this version's Result: as good as absent
+
+
+def test_a_result_is_read_only_once_the_status_says_the_attempt_may_have_ended(job: Job) -> None:
+    instance_id = job.launch_node(1, 0)
+    job.record(1, 0, instance_id)
+    job.store.update(job.job_id, job.token, 102.0, state=JobState.RUNNING.value)
+    layout = JobLayout(job.job_id)
+    job.state.put_json(layout.result(1, 0), Result(attempt=1, node_rank=0, instance_id=instance_id,
+                                                   outcome=Outcome.SUCCEEDED, exit_code=0, reason="done",
+                                                   final_step=9, time=999.0).model_dump(mode="json"))
+
+    def result_seen(phase: Phase, at: float) -> bool:
+        job.state.put_json(layout.status(1, 0), Status(attempt=1, node_rank=0, instance_id=instance_id,
+                                                       phase=phase, time=at, seq=1, step=9).model_dump())
+        (node,) = job.observe().nodes  # at 1000.0
+        return node.result is not None
+
+    assert not result_seen(Phase.TRAINING, 999.0)  # in progress and fresh: no result can be there yet
+    assert result_seen(Phase.DONE, 999.0)
+    assert result_seen(Phase.TRAINING, 1000.0 - RESULT_AFTER_SILENCE - 1)  # its final heartbeat may have failed
