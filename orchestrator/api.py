@@ -169,7 +169,8 @@ def plan(
 
 def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
     """Reserved jobs buy nothing: say how many pool members fit (no DryRun of a purchase that will not happen)."""
-    name = spec.billing.reserved_pool or "default"
+    name = spec.billing.pool
+    assert name is not None, "only reserved jobs have a pool note"
     members = pools.sync(PoolStore(Store(store_url())), sdk, name, time.time())
     fitting = {(p.zone, p.instance_type) for p in plan_.candidates if p.charge_type == ChargeType.RESERVED}
     matching = [m for m in members if (m.zone, m.instance_type) in fitting]

@@ -107,8 +107,8 @@ def accounting(nodes: list[NodeRecord]) -> dict[str, Any]:
             # Its own bill: the controller's view of the running time differs from the cloud's by a second or two,
             # which showed an on-demand job "saving" a fen.
             on_demand += n.cost_cny
-        elif n.running_at is not None and n.ended_at is not None and n.on_demand_price_per_hour is not None:
-            on_demand += n.on_demand_price_per_hour * (n.ended_at - n.running_at) / 3600
+        elif n.ended_at is not None and (would := n.priced(n.on_demand_price_per_hour, n.ended_at)) is not None:
+            on_demand += would
     total = round(sum(per_attempt.values()), 2)
     return {
         "per_attempt": per_attempt,

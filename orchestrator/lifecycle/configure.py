@@ -19,7 +19,7 @@ def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> S
         max_cost=spec.limits.max_cost,
         bootstrap_timeout=float(spec.limits.bootstrap_timeout),
         image_timeout=float(spec.snapshot.timeout),
-        pool=(spec.billing.reserved_pool or "default") if spec.billing.mode == "reserved" else None,
+        pool=spec.billing.pool,
         pool_when_busy=pool.when_busy,
         pool_wait_timeout=float(pool.wait_timeout),
         short_lived_keys=spec.cam_role is None,

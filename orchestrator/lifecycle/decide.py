@@ -99,12 +99,7 @@ def decide(
 
 def cost_so_far(nodes: list[NodeRecord], now: float) -> float:
     """An estimate from the plan's prices and the observed running time (the bill is read at the end)."""
-    total = 0.0
-    for n in nodes:
-        if n.running_at is None or n.price_per_hour is None:
-            continue
-        total += n.price_per_hour * ((n.ended_at or now) - n.running_at) / 3600
-    return total
+    return sum(n.priced(n.price_per_hour, now) or 0.0 for n in nodes)
 
 
 @dataclass(frozen=True)

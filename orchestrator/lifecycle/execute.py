@@ -118,7 +118,7 @@ class Executor:
 
     @property
     def pool(self) -> str | None:
-        return (self.spec.billing.reserved_pool or "default") if self.spec.billing.mode == "reserved" else None
+        return self.spec.billing.pool
 
     def run(self, action: Action) -> Next:
         """Carry out ``action``, and say whether the round goes on with its next action."""
@@ -517,8 +517,8 @@ class Executor:
                     )
                 except CloudError:
                     cost = None
-            if cost is None and node.running_at is not None and node.price_per_hour is not None:
-                cost = node.price_per_hour * ((node.ended_at or self.now()) - node.running_at) / 3600
+            if cost is None:
+                cost = node.priced(node.price_per_hour, self.now())
             cost = round(cost or 0.0, 2)
             total += cost
             self.store.put_node(

@@ -87,6 +87,11 @@ class BillingSpec(SpecModel):
                                            f"(mode is {self.mode})")
         return self
 
+    @property
+    def pool(self) -> str | None:
+        """The reserved pool the job runs on ("default" unless named); None unless billing is reserved."""
+        return (self.reserved_pool or "default") if self.mode == "reserved" else None
+
 
 class ImageSpec(SpecModel):
     """The image to boot: exactly one of ``id``, ``name`` or ``from_job``."""

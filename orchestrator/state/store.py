@@ -144,6 +144,13 @@ class NodeRecord:
     cost_cny: float | None = None
     on_demand_price_per_hour: float | None = None  # what the same node costs on demand: spot savings
 
+    def priced(self, per_hour: float | None, now: float) -> float | None:
+        """Its running time (until it ended, or ``now``) at ``per_hour`` CNY; None when it never ran or no price
+        is known. An estimate: the bill read at the end is the truth."""
+        if self.running_at is None or per_hour is None:
+            return None
+        return per_hour * ((self.ended_at or now) - self.running_at) / 3600
+
 
 @dataclass(frozen=True)
 class PoolInstance:
