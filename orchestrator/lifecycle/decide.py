@@ -41,9 +41,9 @@ from .settings import Settings
 S = JobState
 # An agent heartbeats every 5 s: two missed beats and its keys are rotated, in case the cloud stopped taking them
 # (credentials expired mid-run made the agent go silent until the heartbeat went stale and the attempt was lost),
-# at most every QUIET_ROTATION_SECONDS while it stays quiet.
+# once per silence: again only after it reported since (every 30 s while quiet made a loaded controller with a
+# thousand late heartbeats spend most of its time on GetFederationToken).
 QUIET_AFTER = 10.0
-QUIET_ROTATION_SECONDS = 30.0
 KEYS_REFRESH_BEFORE = 1800.0  # the agents' short-lived keys are replaced this long before they expire
 
 _FAILURE_STATES = {
@@ -204,10 +204,12 @@ def _refresh(r: _Round) -> list[Action]:
         return [RefreshCredentials("none are on record for this attempt")]
     if job.keys_expire_at - now < KEYS_REFRESH_BEFORE:
         return [RefreshCredentials(f"theirs expire in {max(0.0, job.keys_expire_at - now) / 60:.0f} min")]
-    quiet = any(v.result is None and v.status is not None and now - v.status.time > QUIET_AFTER for v in r.obs.nodes)
-    if quiet and now - (job.keys_issued_at or 0.0) > QUIET_ROTATION_SECONDS:
-        return [RefreshCredentials("they went quiet")]
-    return []
+    issued = job.keys_issued_at or 0.0
+    quiet = any(
+        v.result is None and v.status is not None and now - v.status.time > QUIET_AFTER and v.status.time >= issued
+        for v in r.obs.nodes
+    )
+    return [RefreshCredentials("they went quiet")] if quiet else []
 
 
 def _fail(s: Settings, outcome: JobState, reason: str, now: float) -> list[Action]:

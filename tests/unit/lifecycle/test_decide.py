@@ -338,7 +338,7 @@ def test_a_reserved_pool_member_is_never_terminated() -> None:
 
 def test_the_agents_keys_are_rotated_before_they_expire_and_when_an_agent_went_quiet() -> None:
     from orchestrator.lifecycle.actions import RefreshCredentials
-    from orchestrator.lifecycle.decide import KEYS_REFRESH_BEFORE, QUIET_ROTATION_SECONDS
+    from orchestrator.lifecycle.decide import KEYS_REFRESH_BEFORE
 
     def refreshes(j: JobRecord, beat_age: float, settings: Settings = SETTINGS) -> list[str]:
         actions = run(j, seen(instance(), status(at=NOW - beat_age)), settings=settings)
@@ -348,9 +348,9 @@ def test_the_agents_keys_are_rotated_before_they_expire_and_when_an_agent_went_q
     assert refreshes(fresh, 2) == []
     assert refreshes(job(S.RUNNING), 2) == ["none are on record for this attempt"]  # a store from before 0003
     assert refreshes(replace(fresh, keys_expire_at=NOW + KEYS_REFRESH_BEFORE - 60), 2) == ["theirs expire in 29 min"]
-    # Quiet for two heartbeats: rotated, and again only QUIET_ROTATION_SECONDS after the last rotation.
+    # Quiet for two heartbeats: rotated once; again only after the agent reported since and went quiet again.
     assert refreshes(fresh, 12) == ["they went quiet"]
-    assert refreshes(replace(fresh, keys_issued_at=NOW - QUIET_ROTATION_SECONDS + 5), 12) == []
+    assert refreshes(replace(fresh, keys_issued_at=NOW - 5), 12) == []
     # A CAM role's keys are the instance's, never cvmjob's to rotate.
     assert refreshes(job(S.RUNNING), 12, replace(SETTINGS, short_lived_keys=False)) == []
 
