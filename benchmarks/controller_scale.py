@@ -12,8 +12,8 @@ step), then a Result "succeeded". Attempt 1 of a job trains for the submission s
 --train-seconds, so every job is in flight at once for --train-seconds and they finish at the rate they arrived;
 a later attempt trains --train-seconds. K jobs are reclaimed (admin ``spot/reclaim`` with a --notice s notice) a
 seeded 5-30 s into their training; the simulated agent, seeing the notice in the admin view (a real one polls the
-metadata service every 2 s), writes status "preempted" and a Result "preempted", as a real agent does, and plays
-the relaunched attempt like any other.
+metadata service every 2 s), writes status "preempted", its signal (contract.SIGNALS_PREFIX) and a Result
+"preempted", as a real agent does, and plays the relaunched attempt like any other.
 
 The emulator has Tencent's published API limits set through the admin API (RunInstances, TerminateInstances and
 InquiryPriceRunInstances 10/s, DescribeInstances 40/s, 20/s otherwise), so throttling shows as RequestLimitExceeded
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -367,6 +368,11 @@ class Agents:
         self._put(JobLayout(agent.job_id).status(agent.attempt, agent.node), status.model_dump_json())
         agent.beat_at = now
 
+    def _signal(self, agent: Agent, phase: Phase, now: float) -> None:
+        """What a real agent's heartbeat puts once its status says the attempt ended (contract.SIGNALS_PREFIX)."""
+        self._put(JobLayout(agent.job_id).signal(agent.attempt, agent.node),
+                  json.dumps({"phase": phase.value, "time": now}))
+
     def _result(self, agent: Agent, outcome: Outcome, reason: str, now: float) -> None:
         result = Result(attempt=agent.attempt, node_rank=agent.node, instance_id=agent.instance_id, outcome=outcome,
                         exit_code=0 if outcome == Outcome.SUCCEEDED else None, reason=reason,
@@ -376,11 +382,13 @@ class Agents:
 
     def _succeeded(self, agent: Agent, now: float) -> None:
         self._beat(agent, Phase.DONE, now, None, "the training finished (simulated agent)")
+        self._signal(agent, Phase.DONE, now)
         self._result(agent, Outcome.SUCCEEDED, "the training finished (simulated agent)", now)
 
     def _preempted(self, agent: Agent, view: dict[str, Any], now: float) -> None:
         why = f"spot reclaim notice: terminated at {view.get('termination_time')} (simulated agent)"
         self._beat(agent, Phase.PREEMPTED, now, view.get("termination_time"), why)
+        self._signal(agent, Phase.PREEMPTED, now)
         self._result(agent, Outcome.PREEMPTED, why, now)
 
 

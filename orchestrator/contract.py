@@ -19,6 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 LAYOUT_VERSION = 1
 ROOT = "cvmjob"
+# One small object per node whose attempt ended, beside the jobs' folders (no job id starts with "_"): a
+# controller lists this prefix once a round and looks at those jobs at once, so it need not read every training
+# node's status every few seconds to see a reclaim notice within seconds.
+SIGNALS_PREFIX = f"{ROOT}/_signals/"
 
 
 class _Model(BaseModel):
@@ -68,6 +72,13 @@ class JobLayout:
 
     def log_chunk(self, attempt: int, node: int, seq: int) -> str:
         return f"{self.logs_prefix(attempt, node)}{seq:08d}.log"
+
+    @property
+    def signals_prefix(self) -> str:
+        return f"{SIGNALS_PREFIX}{self.job_id}/"
+
+    def signal(self, attempt: int, node: int) -> str:
+        return f"{self.signals_prefix}{attempt}-{node}"
 
     def credentials(self, attempt: int) -> str:
         return self.attempt_prefix(attempt) + "credentials.json"
@@ -135,6 +146,7 @@ class AgentConfig(_Model):
     keys: TemporaryKeys | None = None
     credentials_url: str | None = None  # presigned GET of credentials.json (new keys when these expire)
     workdir_archive_key: str | None = None
+    signal_key: str | None = None  # put once the status says the attempt ended (SIGNALS_PREFIX)
     spec: dict[str, object]  # the validated JobSpec as JSON (the agent reads setup/data/train/... from it)
     heartbeat_seconds: float = 5.0
     preemption_poll_seconds: float = 2.0
@@ -152,6 +164,10 @@ class Phase(str, Enum):
     CANCELLED = "cancelled"
     DONE = "done"
     FAILED = "failed"
+
+
+# The phases that say an attempt ended on a node: result.json follows (agent/attempt.py writes it after).
+ENDED_PHASES = frozenset({Phase.PREEMPTED, Phase.CANCELLED, Phase.DONE, Phase.FAILED})
 
 
 class GpuStat(_Model):

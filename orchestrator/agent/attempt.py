@@ -99,7 +99,7 @@ class Attempt:
             return 0
         heartbeat = Periodic("heartbeat", self.cfg.heartbeat_seconds,
                              Heartbeat(self.board, self.state, self.layout.status(self.cfg.attempt, self.cfg.node_rank),
-                                       gpus.gpu_stats).tick, wake=self.board.changed)
+                                       gpus.gpu_stats, self.cfg.signal_key).tick, wake=self.board.changed)
         shipper = LogShipper(self.paths.run_log, self.paths.logship_state, self.state,
                              lambda seq: self.layout.log_chunk(self.cfg.attempt, self.cfg.node_rank, seq))
         logs = Periodic("logs", LOG_SHIP_POLL_SECONDS, shipper.tick)

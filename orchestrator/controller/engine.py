@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..contract import SIGNALS_PREFIX
 from ..lifecycle.actions import Action, Move, Wait
 from ..lifecycle.decide import decide
 from ..lifecycle.execute import Emit, Executor, Next, PermanentFailure
@@ -162,6 +163,7 @@ class Engine:
     def _round(self) -> list[JobRecord]:
         self._collect()
         now = self._round_at = self.now()
+        self._read_signals(now)
         # Only the due jobs are read: a job changes only through its own steps (or a cancel, which its next look
         # sees); reading every held job at every round was most of a controller's CPU with a thousand of them.
         # Two queries a round, whatever the number of due jobs (a query per job each was a busy controller's
@@ -195,6 +197,39 @@ class Engine:
                 held.step.add_done_callback(lambda _: self.wake.set())
         self._renew()
         return ended
+
+    def _read_signals(self, now: float) -> None:
+        """Jobs whose agents signalled the end of an attempt (contract.SIGNALS_PREFIX) are due now. A signal is
+        deleted once used, or once its job has ended in this store; another store's are left to its controllers,
+        and a job in the middle of a step keeps its signal for the next round (the step may have looked before it)."""
+        buckets: dict[tuple[int, str], ObjectStore] = {}
+        for held in self.held.values():
+            buckets.setdefault((id(held.sdk), held.executor.state.bucket), held.executor.state)
+        for state in buckets.values():
+            try:
+                keys = [o.key for o in state.iter_objects(SIGNALS_PREFIX)]
+            except CloudError as exc:  # the regular looks go on
+                log.warning("cannot list the agents' signals in %s: %s", state.bucket, exc)
+                continue
+            used: list[str] = []
+            others: dict[str, list[str]] = {}
+            for key in keys:
+                job_id = key[len(SIGNALS_PREFIX) :].split("/", 1)[0]
+                signalled = self.held.get(job_id)
+                if signalled is None:
+                    others.setdefault(job_id, []).append(key)
+                elif signalled.step is None:
+                    signalled.due_at = min(signalled.due_at, now)
+                    used.append(key)
+            if others:
+                known = self.store.get_many(others)
+                used += [k for job_id, ks in others.items() if job_id in known and known[job_id].state.is_terminal()
+                         for k in ks]
+            if used:
+                try:
+                    state.delete(used)
+                except CloudError as exc:
+                    log.warning("cannot delete %d used signal(s) in %s: %s", len(used), state.bucket, exc)
 
     def sleep(self) -> None:
         """Until a job is due, a step ends, a job's controls ask for it, or someone wakes the engine; never less

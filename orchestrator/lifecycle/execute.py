@@ -237,6 +237,7 @@ class Executor:
         state, checkpoints, outputs = self._locations()
         grants = [sts.Grant(loc.bucket, loc.prefix, write=True) for loc in (state, checkpoints, outputs)]
         grants += [sts.Grant(d.source.bucket, d.source.prefix, write=False) for d in self.spec.data]
+        grants.append(sts.Grant(self.state.bucket, self.layout.signals_prefix, write=True))
         name = f"cvmjob{self.job_id.replace('-', '')}"[:32]
         creds = retrying(lambda: sts.federation_token(self.sdk, name, self.target.appid, grants, CREDENTIAL_SECONDS))
         return TemporaryKeys(
@@ -284,6 +285,7 @@ class Executor:
                 keys=keys,
                 credentials_url=credentials_url,
                 workdir_archive_key=layout.workdir_archive,
+                signal_key=layout.signal(attempt, node),
                 spec=self.spec.model_dump(mode="json"),
             )
             retrying(

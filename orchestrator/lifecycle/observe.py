@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from ..contract import JobLayout, Manifest, Phase, Result, Status
+from ..contract import ENDED_PHASES, JobLayout, Manifest, Result, Status
 from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.storage import ObjectStore
@@ -33,7 +33,6 @@ _AGENT_STATES = (JobState.BOOTING, JobState.RUNNING, JobState.CANCELLING, JobSta
 # progress and fresher than two missed heartbeats (every 5 s) means there is no result yet to read: reading it
 # anyway was half the requests of a controller with a thousand jobs training. An older one may be the last before
 # a final heartbeat that failed.
-_ENDED = frozenset({Phase.PREEMPTED, Phase.CANCELLED, Phase.DONE, Phase.FAILED})
 RESULT_AFTER_SILENCE = 12.0
 # Up to this many jobs, their instances are asked for by tag value (5 values a call); beyond, every instance
 # carrying the cvmjob:job tag is listed (100 a page) and those of other jobs are dropped.
@@ -113,7 +112,7 @@ def observe_agents(job: JobRecord, nodes: list[NodeRecord], cloud: CloudLook, st
         if job.state in _AGENT_STATES:
             try:
                 status = _load(state, layout.status(job.attempt, n), Status)
-                if status is None or status.phase in _ENDED or now - status.time > RESULT_AFTER_SILENCE:
+                if status is None or status.phase in ENDED_PHASES or now - status.time > RESULT_AFTER_SILENCE:
                     result = _load(state, layout.result(job.attempt, n), Result)
             except CloudError as exc:
                 agents_ok, agent_error = False, str(exc)

@@ -52,9 +52,11 @@ class ReclaimDetection(SpecModel):
     heartbeat_stale_after: Annotated[Duration, within(10, HOUR)] = 60
     """An agent heartbeat older than this, together with the cloud no longer showing the instance running,
     counts as a reclaim."""
-    poll_while_training: Annotated[Duration, within(1, 10 * MINUTE)] = 3
-    """How often a training job is looked at (launches, recoveries and teardowns are looked at every second). A
-    reclaim reported by the agent is seen within this; longer saves API calls when many jobs train for hours."""
+    poll_while_training: Annotated[Duration, within(1, 10 * MINUTE)] = 10
+    """How often a training job is looked at (launches, recoveries and teardowns are looked at every second). An
+    attempt that ends on a node (a reclaim notice, the training done or failed) is seen at once all the same: the
+    agent signals it, and the controller lists the signals every second. Longer saves requests when many jobs train
+    for hours; a silent agent is noticed within this plus heartbeat_stale_after."""
 
 
 class RecoveryPolicy(SpecModel):

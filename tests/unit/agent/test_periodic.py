@@ -45,3 +45,30 @@ def test_a_phase_change_wakes_the_heartbeat_thread_at_once() -> None:
             time.sleep(0.01)
     finally:
         beat.stop()
+
+
+def test_the_end_of_an_attempt_is_signalled_once_after_its_status(caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    board = StatusBoard(1, 0, "ins-1")
+    beat = Heartbeat(board, store, "status.json", lambda: [], signal_key="signals/job-1/1-0")  # type: ignore[arg-type]
+    board.set_phase(Phase.TRAINING)
+    beat.tick()
+    assert store.puts == ["status.json"]  # training: nothing to signal
+    board.set_phase(Phase.PREEMPTED, "spot reclaim notice")
+    beat.tick()
+    beat.tick()
+    assert store.puts == ["status.json", "status.json", "signals/job-1/1-0", "status.json"]  # once, status first
+    assert store.get_json("signals/job-1/1-0")["phase"] == "preempted"
+    board.set_phase(Phase.FAILED)
+
+    def refused(key: str, data: bytes, content_type: str = "") -> object:
+        if key.startswith("signals/"):  # a CAM role without write access there
+            raise errors.CloudError("AccessDenied", "no")
+        return MemoryStore.put_bytes(store, key, data)
+
+    store.put_bytes = refused  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING):
+        beat.tick()  # the status goes out; the signal's refusal is only logged
+    assert store.get_json("status.json")["phase"] == "failed"
+    assert [r.getMessage() for r in caplog.records] == [
+        "could not signal the controller (AccessDenied: no): it sees the status at its next look"]
