@@ -44,6 +44,7 @@ LEASE_SECONDS = 30.0
 TRANSIENT_PAUSE = 5.0  # after an action failed transiently beyond its retries
 IDLE_SECONDS = 1.0  # the longest the engine sleeps without a look at its jobs' wake-ups
 WAKE_POLL_SECONDS = 0.1  # how soon a signal handler's request (Controls) is noticed while sleeping
+BETWEEN_SECONDS = 0.25  # how often sleep() calls its ``between`` (a controller looking for jobs just submitted)
 
 
 @dataclass
@@ -231,13 +232,28 @@ class Engine:
                 except CloudError as exc:
                     log.warning("cannot delete %d used signal(s) in %s: %s", len(used), state.bucket, exc)
 
-    def sleep(self) -> None:
+    def start(self, job_id: str) -> None:
+        """Step a held job that is still PENDING now, without waiting for a round: nothing of it is in the cloud
+        yet for a look to show (it goes on to RunInstances in the same step)."""
+        held = self.held.get(job_id)
+        job = self.store.get(job_id)
+        if held is None or held.step is not None or job is None or job.state != JobState.PENDING:
+            return
+        held.step = self._pool.submit(self._step, held, job, [], CloudLook())
+        held.step.add_done_callback(lambda _: self.wake.set())
+
+    def sleep(self, between: Callable[[], None] | None = None) -> None:
         """Until a job is due, a step ends, a job's controls ask for it, or someone wakes the engine; never less
-        than the tick after the last round began (the jobs due meanwhile share the next round's look)."""
+        than the tick after the last round began (the jobs due meanwhile share the next round's look).
+        ``between`` is called every BETWEEN_SECONDS meanwhile."""
         earliest = self._round_at + self.tick_seconds
         idle = [h.due_at for h in self.held.values() if h.step is None]
         until = max(earliest, min([self.now() + IDLE_SECONDS, *idle]))
+        called = self.now()
         while (left := until - self.now()) > 0 and not self._asked():
+            if between is not None and self.now() - called >= BETWEEN_SECONDS:
+                called = self.now()
+                between()
             if self.wake.wait(min(left, WAKE_POLL_SECONDS)):
                 self.wake.clear()
                 until = min(until, earliest)  # a step ended: its job may be due at once, at the next tick

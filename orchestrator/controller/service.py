@@ -69,7 +69,7 @@ class Service:
                 if self._idle_for_good():
                     self.say("controller: no job left to drive; exiting")
                     break
-                self.engine.sleep()
+                self.engine.sleep(between=self._start_new)
         finally:
             held = len(self.engine.held)
             self.engine.close()  # the steps in flight finish; every lease is given back
@@ -90,7 +90,19 @@ class Service:
         if not self.store.beat_controller(self.name, self.now()):  # its record was swept: it is alive all the same
             self._register()
 
-    def _claim(self) -> None:
+    def _start_new(self) -> None:
+        """Between rounds: a job just submitted is claimed and started at once, not at the next tick (its first
+        steps need no look at the cloud)."""
+        if self.draining.is_set():
+            return
+        try:
+            if self.store.unclaimed_pending(self.now()):
+                for job_id in self._claim():
+                    self.engine.start(job_id)
+        except StoreBusy as exc:
+            self.say(f"controller: {exc}; claiming again at the next round")
+
+    def _claim(self) -> list[str]:
         # Every round: a replica that died stops counting as soon as its record goes stale, so the others' share
         # grows to its jobs within the lease TTL (counted every third of it, takeover took a third longer).
         self._replicas = max(1, len(self.store.live_controllers(self.now(), self.settings.lease_seconds)))
@@ -101,13 +113,14 @@ class Service:
         fair = -(-active // self._replicas)
         room = min(CLAIM_BATCH, self.settings.max_jobs - len(self.engine.held), fair - len(self.engine.held))
         if room <= 0:
-            return
+            return []
         claimed = self.store.claim(self.name, self.settings.lease_seconds, self.now(), room,
                                    held=self.engine.held.keys())
         for job_id, token in claimed:
             job = self.store.get(job_id)
             self.say(f"{job_id} claimed ({job.state.value if job else '?'})")
             self.engine.hold(job_id, token, emit=self._emitter(job_id))
+        return [job_id for job_id, _ in claimed]
 
     def _emitter(self, job_id: str) -> Callable[[str, str], None]:
         return lambda kind, message: self.say(f"{job_id} {kind}: {message}")

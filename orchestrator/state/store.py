@@ -380,6 +380,14 @@ class Store:
         with self._read() as conn:
             return [_job(r) for r in conn.execute(query)]
 
+    def unclaimed_pending(self, now: float) -> bool:
+        """Some job was submitted and no live lease holds it yet (what a controller polls for between rounds)."""
+        query = select(jobs.c.job_id).where(
+            jobs.c.state == JobState.PENDING.value, or_(jobs.c.lease_owner.is_(None), jobs.c.lease_expires <= now)
+        ).limit(1)
+        with self._read() as conn:
+            return conn.execute(query).first() is not None
+
     def count_active(self) -> int:
         """How many jobs have not ended (a controller's fair share is a part of them)."""
         with self._read() as conn:
