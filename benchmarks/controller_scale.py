@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, when run as a script
 from qcloud_cos import CosConfig, CosS3Client
@@ -720,6 +720,31 @@ def start_cloud(root: Path, args: argparse.Namespace) -> EmulatorProcess:
     return emulator
 
 
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+def clean_up(root: Path, keep: bool, *running: Stoppable | None) -> None:
+    """Stop what runs, in order, then remove the run's folder (or say where it was kept)."""
+    for thing in running:
+        if thing is not None:
+            thing.stop()
+    if keep:
+        log(f"kept {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def planned_job(root: Path) -> api.PlanReport:
+    """The benchmark's job, written under ``root`` and planned once (with a CVMJOB_HOME of its own there)."""
+    job = root / "job"
+    job.mkdir()
+    (job / "job.yaml").write_text(SPEC.format(region=REGION, instance_type=INSTANCE_TYPE))
+    (job / "train.py").write_text("raise SystemExit('never run: the agents are simulated')\n")
+    os.environ["CVMJOB_HOME"] = str(root / "plan-home")
+    return api.plan(job / "job.yaml")
+
+
 def environment(emulator: EmulatorProcess) -> None:
     """This process's environment, inherited by the controller and the drivers: the emulator as the cloud, its root
     keys, no proxy, no other store."""
@@ -766,12 +791,7 @@ def main() -> int:
     try:
         emulator = start_cloud(root, args)
         environment(emulator)
-        job = root / "job"
-        job.mkdir()
-        (job / "job.yaml").write_text(SPEC.format(region=REGION, instance_type=INSTANCE_TYPE))
-        (job / "train.py").write_text("raise SystemExit('never run: the agents are simulated')\n")
-        os.environ["CVMJOB_HOME"] = str(root / "plan-home")
-        report = api.plan(job / "job.yaml")
+        report = planned_job(root)
         calls = CallLog(emulator.admin)
         calls.start()
         agents = Agents(emulator, report.plan.state_bucket, args.heartbeat, args.train_seconds, args.notice)
@@ -808,16 +828,7 @@ def main() -> int:
         )
         return 1 if problems else 0
     finally:
-        if agents is not None:
-            agents.stop()
-        if calls is not None:
-            calls.stop()
-        if emulator is not None:
-            emulator.stop()
-        if args.keep:
-            log(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        clean_up(root, args.keep, agents, calls, emulator)
 
 
 if __name__ == "__main__":

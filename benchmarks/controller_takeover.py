@@ -26,7 +26,6 @@ import argparse
 import logging
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,23 +36,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, when run as a script
 from controller_scale import (
-    INSTANCE_TYPE,
-    REGION,
     REPO,
-    SPEC,
     Agents,
     CallLog,
     Side,
     Watched,
+    clean_up,
     cvmjob,
     environment,
     log,
+    planned_job,
     start_cloud,
     submit_jobs,
     wait_for_jobs,
 )
 
-from orchestrator import api
 from orchestrator.controller.service import ServiceSettings
 from orchestrator.emulator.client import AdminClient, AdminError
 from orchestrator.state.store import Store
@@ -150,12 +147,7 @@ def main() -> int:
         cluster.start()
         emulator = start_cloud(root, args)
         environment(emulator)
-        job = root / "job"
-        job.mkdir()
-        (job / "job.yaml").write_text(SPEC.format(region=REGION, instance_type=INSTANCE_TYPE))
-        (job / "train.py").write_text("raise SystemExit('never run: the agents are simulated')\n")
-        os.environ["CVMJOB_HOME"] = str(root / "plan-home")
-        report = api.plan(job / "job.yaml")
+        report = planned_job(root)
         calls = CallLog(emulator.admin)
         calls.start()
         agents = Agents(emulator, report.plan.state_bucket, args.heartbeat, args.train_seconds, args.notice)
@@ -260,18 +252,7 @@ def main() -> int:
               f"max_instances_per_node={instances.most_per_node}", flush=True)
         return 1 if problems else 0
     finally:
-        for controller in controllers:
-            controller.stop()
-        for running in (instances, agents, calls):
-            if running is not None:
-                running.stop()
-        if emulator is not None:
-            emulator.stop()
-        cluster.stop()
-        if args.keep:
-            log(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        clean_up(root, args.keep, *controllers, instances, agents, calls, emulator, cluster)
 
 
 if __name__ == "__main__":
