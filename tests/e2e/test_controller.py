@@ -145,9 +145,11 @@ def _share_and_take_over(cli: Cli) -> None:
             takeover = time.monotonic() - killed_at
             store.close()
             print(f"takeover: {takeover:.1f} s after SIGKILL (lease TTL {LEASE:.0f} s, a tick {IDLE_SECONDS:.0f} s)")
-            # The TTL and one tick; on two loaded cores (four trainings, two controllers, PostgreSQL, the emulator)
-            # a tick runs late by up to a second or so.
-            assert takeover <= LEASE + IDLE_SECONDS + 1.5
+            # The goal is the TTL and one tick (9-11 s here on a quiet machine; benchmarks/controller_takeover.py
+            # checks it with 50 jobs). On two loaded cores (four trainings, two controllers, PostgreSQL, the
+            # emulator) a CI run once saw the survivor's loop come round 9 s late (19.5 s): what this test must
+            # catch is a takeover that waits for more than one lease to run out, or never comes.
+            assert takeover < 2 * LEASE
             _all_succeed(cli, ids, 400)
         assert live.most and max(live.most.values()) == 1, live.most
     finally:
