@@ -720,6 +720,16 @@ def start_cloud(root: Path, args: argparse.Namespace) -> EmulatorProcess:
     return emulator
 
 
+def start_load(emulator: EmulatorProcess, report: api.PlanReport,
+               args: argparse.Namespace) -> tuple[CallLog, Agents]:
+    """The emulator's call log, read as it grows, and the simulated agents of the planned job's bucket, running."""
+    calls = CallLog(emulator.admin)
+    calls.start()
+    agents = Agents(emulator, report.plan.state_bucket, args.heartbeat, args.train_seconds, args.notice)
+    agents.start()
+    return calls, agents
+
+
 class Stoppable(Protocol):
     def stop(self) -> None: ...
 
@@ -792,10 +802,7 @@ def main() -> int:
         emulator = start_cloud(root, args)
         environment(emulator)
         report = planned_job(root)
-        calls = CallLog(emulator.admin)
-        calls.start()
-        agents = Agents(emulator, report.plan.state_bucket, args.heartbeat, args.train_seconds, args.notice)
-        agents.start()
+        calls, agents = start_load(emulator, report, args)
         log(f"controller: {args.jobs} jobs, {args.reclaims} reclaims (agents are simulated)")
         ours = Side("controller", root / "controller-home")
         with CpuWindow(ours, emulator):

@@ -37,8 +37,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, when run as a script
 from controller_scale import (
     REPO,
-    Agents,
-    CallLog,
     Side,
     Watched,
     clean_up,
@@ -47,6 +45,7 @@ from controller_scale import (
     log,
     planned_job,
     start_cloud,
+    start_load,
     submit_jobs,
     wait_for_jobs,
 )
@@ -148,10 +147,7 @@ def main() -> int:
         emulator = start_cloud(root, args)
         environment(emulator)
         report = planned_job(root)
-        calls = CallLog(emulator.admin)
-        calls.start()
-        agents = Agents(emulator, report.plan.state_bucket, args.heartbeat, args.train_seconds, args.notice)
-        agents.start()
+        calls, agents = start_load(emulator, report, args)
         instances = Instances(emulator.admin)
         instances.start()
         with fresh_database(cluster.url) as url:
