@@ -23,6 +23,11 @@ ROOT = "cvmjob"
 # controller lists this prefix once a round and looks at those jobs at once, so it need not read every training
 # node's status every few seconds to see a reclaim notice within seconds.
 SIGNALS_PREFIX = f"{ROOT}/_signals/"
+HEARTBEAT_SECONDS = 5.0  # an agent puts its status this often
+# A status older than three beats is an agent that went silent, not one whose put is late or in flight (two beats
+# counted the many late heartbeats of a loaded COS endpoint as silences): the controller reads its result then,
+# and rotates its keys once.
+SILENT_AFTER = 3 * HEARTBEAT_SECONDS
 
 
 class _Model(BaseModel):
@@ -148,7 +153,7 @@ class AgentConfig(_Model):
     workdir_archive_key: str | None = None
     signal_key: str | None = None  # put once the status says the attempt ended (SIGNALS_PREFIX)
     spec: dict[str, object]  # the validated JobSpec as JSON (the agent reads setup/data/train/... from it)
-    heartbeat_seconds: float = 5.0
+    heartbeat_seconds: float = HEARTBEAT_SECONDS
     preemption_poll_seconds: float = 2.0
 
 

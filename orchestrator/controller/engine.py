@@ -4,6 +4,9 @@ A round looks at the cloud once per account and region for all the jobs that are
 steps each of them on a small pool of threads: read its agents' documents, decide (pure), execute. A job is due
 again when decide said (a ``Wait``: fast while it launches or recovers, slow while it trains), at once after any
 other action, or when woken. A step still running (an action retrying a throttled call) delays only its own job.
+Steps run most urgent first (controller/steps.py): launches and recoveries, then the jobs booting or ending, then
+the looks at training jobs; only the urgent ones wait for API tokens as long as it takes, the others give their
+thread back after PATIENCE_SECONDS and come back when their turn is near (providers/tencent/budget.py).
 Leases are renewed every third of their life; a job whose lease is gone (another controller took it) or whose
 step failed for good is dropped, never driven twice.
 
@@ -17,8 +20,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from ..contract import SIGNALS_PREFIX
@@ -31,12 +35,13 @@ from ..lifecycle.observe import CloudLook, look, observe_agents
 from ..lifecycle.settings import Settings, settings_from_json
 from ..plan.models import Plan
 from ..providers.tencent import TencentSdk
-from ..providers.tencent.budget import ApiBudget
+from ..providers.tencent.budget import ApiBudget, OverBudget, patience
 from ..providers.tencent.errors import CloudError, TransientError
 from ..providers.tencent.storage import ObjectStore
 from ..spec.models import JobSpec
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
 from ..target import Target, connect, reconnect
+from .steps import StepPool, Urgency
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,8 @@ TRANSIENT_PAUSE = 5.0  # after an action failed transiently beyond its retries
 IDLE_SECONDS = 1.0  # the longest the engine sleeps without a look at its jobs' wake-ups
 WAKE_POLL_SECONDS = 0.1  # how soon a signal handler's request (Controls) is noticed while sleeping
 BETWEEN_SECONDS = 0.25  # how often sleep() calls its ``between`` (a controller looking for jobs just submitted)
+PATIENCE_SECONDS = 1.0  # the longest a step that is not urgent waits for API tokens, in all
+_URGENT = {JobState.PENDING, JobState.STAGING, JobState.LAUNCHING, JobState.RECOVERING}
 
 
 @dataclass
@@ -75,6 +82,7 @@ class Held:
     on_round: OnRound | None = None
     due_at: float = 0.0
     step: Future[None] | None = None
+    signalled: bool = False  # its agents signalled the end of an attempt: its next step is urgent
 
 
 class Engine:
@@ -103,7 +111,7 @@ class Engine:
         self.held: dict[str, Held] = {}
         self.wake = threading.Event()
         self._connections: dict[str, TencentSdk] = {}
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cvmjob-job")
+        self._pool = StepPool(workers, "cvmjob-job")
         self._renewed = now()
 
     # -- holding jobs ---------------------------------------------------------------------------------------
@@ -148,7 +156,7 @@ class Engine:
 
     def close(self) -> None:
         """Wait for the steps in flight, then give back every lease (another controller may take them at once)."""
-        self._pool.shutdown(wait=True)
+        self._pool.stop()
         for job_id in list(self.held):
             self.drop(job_id)
 
@@ -193,9 +201,7 @@ class Engine:
             except CloudError as exc:
                 looks = exc
             for held, job, nodes in group:
-                seen = looks if isinstance(looks, CloudError) else looks[job.job_id]
-                held.step = self._pool.submit(self._step, held, job, nodes, seen)
-                held.step.add_done_callback(lambda _: self.wake.set())
+                self._submit(held, job, nodes, looks if isinstance(looks, CloudError) else looks[job.job_id])
         self._renew()
         return ended
 
@@ -221,6 +227,7 @@ class Engine:
                     others.setdefault(job_id, []).append(key)
                 elif signalled.step is None:
                     signalled.due_at = min(signalled.due_at, now)
+                    signalled.signalled = True
                     used.append(key)
             if others:
                 known = self.store.get_many(others)
@@ -239,7 +246,15 @@ class Engine:
         job = self.store.get(job_id)
         if held is None or held.step is not None or job is None or job.state != JobState.PENDING:
             return
-        held.step = self._pool.submit(self._step, held, job, [], CloudLook())
+        self._submit(held, job, [], CloudLook())
+
+    def _submit(self, held: Held, job: JobRecord, nodes: list[NodeRecord], seen: CloudLook | CloudError) -> None:
+        if job.state in _URGENT or held.signalled or held.controls.teardown_now.is_set():
+            urgency = Urgency.NOW
+        else:
+            urgency = Urgency.ROUTINE if job.state == JobState.RUNNING else Urgency.SOON
+        held.signalled = False
+        held.step = self._pool.submit(urgency, partial(self._step, held, job, nodes, seen, urgency))
         held.step.add_done_callback(lambda _: self.wake.set())
 
     def sleep(self, between: Callable[[], None] | None = None) -> None:
@@ -307,7 +322,13 @@ class Engine:
             log.warning("job %s: another controller took its lease; letting it go", job_id)
 
     # -- one job's step -------------------------------------------------------------------------------------
-    def _step(self, held: Held, job: JobRecord, nodes: list[NodeRecord], seen: CloudLook | CloudError) -> None:
+    def _step(self, held: Held, job: JobRecord, nodes: list[NodeRecord], seen: CloudLook | CloudError,
+              urgency: Urgency) -> None:
+        with patience(None if urgency == Urgency.NOW else PATIENCE_SECONDS):
+            self._step_patiently(held, job, nodes, seen)
+
+    def _step_patiently(self, held: Held, job: JobRecord, nodes: list[NodeRecord],
+                        seen: CloudLook | CloudError) -> None:
         executor, controls = held.executor, held.controls
         if controls.teardown_now.is_set() and job.state != JobState.TEARING_DOWN:
             if job.state == JobState.PENDING:
@@ -360,4 +381,9 @@ class Engine:
                 # The controller used to die of it (exit 3), leaving the job where it was until a resume.
                 executor.emit("retry", f"{type(action).__name__} failed ({exc.code}); trying again")
                 return self.now() + TRANSIENT_PAUSE
+            except OverBudget as exc:
+                # Stopped before a call, as a crash there would have (every action survives that): the step's
+                # thread goes to the urgent jobs, and this one comes back when a token is likely free for it.
+                log.debug("job %s: %s", job.job_id, exc)
+                return self.now() + exc.ready_in
         return self.now()

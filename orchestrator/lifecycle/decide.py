@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import Outcome, Phase, Result
+from ..contract import SILENT_AFTER, Outcome, Phase, Result
 from ..plan.models import Placement, Plan
 from ..providers.tencent.vocabulary import ChargeType, InstanceState
 from ..state.store import JobRecord, NodeRecord
@@ -39,11 +39,10 @@ from .recovery import Backoff, GiveUp, Relaunch, next_placement, summarize
 from .settings import Settings
 
 S = JobState
-# An agent heartbeats every 5 s: two missed beats and its keys are rotated, in case the cloud stopped taking them
+# An agent that went silent (contract.SILENT_AFTER) gets new keys, in case the cloud stopped taking its own
 # (credentials expired mid-run made the agent go silent until the heartbeat went stale and the attempt was lost),
 # once per silence: again only after it reported since (every 30 s while quiet made a loaded controller with a
 # thousand late heartbeats spend most of its time on GetFederationToken).
-QUIET_AFTER = 10.0
 KEYS_REFRESH_BEFORE = 1800.0  # the agents' short-lived keys are replaced this long before they expire
 
 _FAILURE_STATES = {
@@ -206,7 +205,7 @@ def _refresh(r: _Round) -> list[Action]:
         return [RefreshCredentials(f"theirs expire in {max(0.0, job.keys_expire_at - now) / 60:.0f} min")]
     issued = job.keys_issued_at or 0.0
     quiet = any(
-        v.result is None and v.status is not None and now - v.status.time > QUIET_AFTER and v.status.time >= issued
+        v.result is None and v.status is not None and now - v.status.time > SILENT_AFTER and v.status.time >= issued
         for v in r.obs.nodes
     )
     return [RefreshCredentials("they went quiet")] if quiet else []

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
-from ..contract import ENDED_PHASES, JobLayout, Manifest, Result, Status
+from ..contract import ENDED_PHASES, SILENT_AFTER, JobLayout, Manifest, Result, Status
 from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.storage import ObjectStore
@@ -30,10 +30,9 @@ from .observation import NodeSeen, Observation
 _Doc = TypeVar("_Doc", Status, Result, Manifest)
 _AGENT_STATES = (JobState.BOOTING, JobState.RUNNING, JobState.CANCELLING, JobState.RECOVERING)
 # An agent writes result.json after the status that says its attempt ended (agent/attempt.py). A status still in
-# progress and fresher than two missed heartbeats (every 5 s) means there is no result yet to read: reading it
-# anyway was half the requests of a controller with a thousand jobs training. An older one may be the last before
-# a final heartbeat that failed.
-RESULT_AFTER_SILENCE = 12.0
+# progress and not yet silent (contract.SILENT_AFTER) means there is no result yet to read: reading it anyway was
+# half the requests of a controller with a thousand jobs training. An older one may be the last before a final
+# heartbeat that failed.
 # Up to this many jobs, their instances are asked for by tag value (5 values a call); beyond, every instance
 # carrying the cvmjob:job tag is listed (100 a page) and those of other jobs are dropped.
 FEW_JOBS = 10
@@ -112,7 +111,7 @@ def observe_agents(job: JobRecord, nodes: list[NodeRecord], cloud: CloudLook, st
         if job.state in _AGENT_STATES:
             try:
                 status = _load(state, layout.status(job.attempt, n), Status)
-                if status is None or status.phase in ENDED_PHASES or now - status.time > RESULT_AFTER_SILENCE:
+                if status is None or status.phase in ENDED_PHASES or now - status.time > SILENT_AFTER:
                     result = _load(state, layout.result(job.attempt, n), Result)
             except CloudError as exc:
                 agents_ok, agent_error = False, str(exc)

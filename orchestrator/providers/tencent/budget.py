@@ -6,13 +6,17 @@ https://cloud.tencent.com/document/api/213/15689): RunInstances, TerminateInstan
 and InquiryPriceRunInstances 10/s, the Describe* calls of instances and offerings 40/s, 20/s otherwise. The
 controllers of one store use one sub-account's keys, so each takes ``share`` of every bucket (1 / live replicas).
 A call waits for its token rather than fail: waiting is what Tencent's own advice for RequestLimitExceeded says.
+A thread may bound that wait (``patience``): a controller's step that is not urgent gives its thread back to the
+jobs that are (a launch, a reclaimed job) rather than hold it while hundreds of teardowns queue for
+TerminateInstances, and comes back when its turn is near (``OverBudget.ready_in``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 PUBLISHED_PER_SECOND: dict[tuple[str, str], float] = {
@@ -37,10 +41,36 @@ def rate_of(service: str, action: str) -> float:
     return PUBLISHED_PER_SECOND.get((service, action), DEFAULT_PER_SECOND) * HEADROOM
 
 
+class OverBudget(Exception):
+    """A call would have waited longer for its token than its thread's patience. Not a cloud error: nothing was
+    sent, and retrying() must not retry it. ``ready_in``: seconds until a token is likely free for it (the
+    callers deferred before it get theirs first)."""
+
+    def __init__(self, service: str, action: str, ready_in: float) -> None:
+        super().__init__(f"{service}:{action} is over this controller's API budget; ready in {ready_in:.1f} s")
+        self.ready_in = ready_in
+
+
+_patience = threading.local()
+
+
+@contextmanager
+def patience(seconds: float | None) -> Iterator[None]:
+    """Calls of this thread inside wait at most ``seconds`` in all for a token (None: as long as it takes), else
+    raise OverBudget."""
+    before = getattr(_patience, "seconds", None)
+    _patience.seconds = seconds
+    try:
+        yield
+    finally:
+        _patience.seconds = before
+
+
 @dataclass
 class _Bucket:
     tokens: float
     at: float
+    deferred_until: float = 0.0  # the last slot promised to a caller sent away (OverBudget.ready_in)
 
 
 @dataclass
@@ -55,14 +85,28 @@ class ApiBudget:
     waited: float = 0.0  # seconds callers spent waiting for tokens, for benchmarks and logs
 
     def acquire(self, service: str, action: str, region: str) -> None:
-        """Take one token, waiting for it when the bucket is empty."""
+        """Take one token, waiting for it when the bucket is empty (within this thread's ``patience``)."""
+        limit = getattr(_patience, "seconds", None)
+        give_up_at = None if limit is None else self.now() + limit
         while True:
             delay = self._take(service, action, region)
             if delay <= 0:
                 return
+            if give_up_at is not None and self.now() + delay > give_up_at:
+                raise OverBudget(service, action, self._defer(service, action, region, delay))
             self.sleep(delay)
             with self._lock:
                 self.waited += delay
+
+    def _defer(self, service: str, action: str, region: str, delay: float) -> float:
+        """The seconds after which a caller sent away now should come back: one slot (1/rate) after the callers
+        sent away before it, so that they return spread at the rate rather than all at once."""
+        rate = rate_of(service, action) * max(0.01, min(1.0, self.share()))
+        with self._lock:
+            now = self.now()
+            bucket = self._buckets[(service, action, region)]
+            bucket.deferred_until = max(bucket.deferred_until, now + delay) + 1 / rate
+            return bucket.deferred_until - now
 
     def _take(self, service: str, action: str, region: str) -> float:
         """0 when a token was taken, else the seconds until one will be there."""

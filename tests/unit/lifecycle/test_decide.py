@@ -337,6 +337,7 @@ def test_a_reserved_pool_member_is_never_terminated() -> None:
 
 
 def test_the_agents_keys_are_rotated_before_they_expire_and_when_an_agent_went_quiet() -> None:
+    from orchestrator.contract import SILENT_AFTER
     from orchestrator.lifecycle.actions import RefreshCredentials
     from orchestrator.lifecycle.decide import KEYS_REFRESH_BEFORE
 
@@ -348,11 +349,13 @@ def test_the_agents_keys_are_rotated_before_they_expire_and_when_an_agent_went_q
     assert refreshes(fresh, 2) == []
     assert refreshes(job(S.RUNNING), 2) == ["none are on record for this attempt"]  # a store from before 0003
     assert refreshes(replace(fresh, keys_expire_at=NOW + KEYS_REFRESH_BEFORE - 60), 2) == ["theirs expire in 29 min"]
-    # Quiet for two heartbeats: rotated once; again only after the agent reported since and went quiet again.
-    assert refreshes(fresh, 12) == ["they went quiet"]
-    assert refreshes(replace(fresh, keys_issued_at=NOW - 5), 12) == []
+    # Late by two heartbeats is not silent yet; silent: rotated once; again only after the agent reported since
+    # and went silent again.
+    assert refreshes(fresh, SILENT_AFTER - 4) == []
+    assert refreshes(fresh, SILENT_AFTER + 1) == ["they went quiet"]
+    assert refreshes(replace(fresh, keys_issued_at=NOW - 5), SILENT_AFTER + 1) == []
     # A CAM role's keys are the instance's, never cvmjob's to rotate.
-    assert refreshes(job(S.RUNNING), 12, replace(SETTINGS, short_lived_keys=False)) == []
+    assert refreshes(job(S.RUNNING), SILENT_AFTER + 1, replace(SETTINGS, short_lived_keys=False)) == []
 
 
 def test_a_refused_create_image_ends_the_job_without_an_image() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.contract import JobLayout, Outcome, Phase, Result, Status
+from orchestrator.contract import SILENT_AFTER, JobLayout, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import Observation
-from orchestrator.lifecycle.observe import RESULT_AFTER_SILENCE, observe
+from orchestrator.lifecycle.observe import observe
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState
@@ -183,4 +183,4 @@ def test_a_result_is_read_only_once_the_status_says_the_attempt_may_have_ended(j
 
     assert not result_seen(Phase.TRAINING, 999.0)  # in progress and fresh: no result can be there yet
     assert result_seen(Phase.DONE, 999.0)
-    assert result_seen(Phase.TRAINING, 1000.0 - RESULT_AFTER_SILENCE - 1)  # its final heartbeat may have failed
+    assert result_seen(Phase.TRAINING, 1000.0 - SILENT_AFTER - 1)  # its final heartbeat may have failed

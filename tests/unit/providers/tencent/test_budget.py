@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.providers.tencent.budget import ApiBudget, rate_of
+from orchestrator.providers.tencent.budget import ApiBudget, OverBudget, patience, rate_of
 
 
 class FakeClock:
@@ -47,3 +47,39 @@ def test_buckets_are_per_action_and_region() -> None:
     assert clock.slept == []
     budget.acquire("cvm", "RunInstances", "ap-guangzhou")
     assert clock.slept and budget.waited > 0
+
+
+def test_a_patient_call_waits_within_its_patience() -> None:
+    clock = FakeClock()
+    budget = ApiBudget(now=clock.now, sleep=clock.sleep)
+    with patience(1.0):
+        for _ in range(8):  # 8/s: the eighth token is 7/8 s away
+            budget.acquire("cvm", "TerminateInstances", "ap-guangzhou")
+    assert clock.t == pytest.approx(7 / 8)
+
+
+def test_an_impatient_call_is_sent_away_and_told_when_to_come_back() -> None:
+    clock = FakeClock()
+    budget = ApiBudget(now=clock.now, sleep=clock.sleep)
+    budget.acquire("cvm", "TerminateInstances", "ap-guangzhou")
+    with patience(0.0):
+        comebacks = []
+        for _ in range(3):
+            with pytest.raises(OverBudget) as sent_away:
+                budget.acquire("cvm", "TerminateInstances", "ap-guangzhou")
+            comebacks.append(sent_away.value.ready_in)
+    assert clock.slept == []  # nothing waited, nothing was taken
+    # one slot (1/8 s) apart, after the token that is 1/8 s away
+    assert comebacks == pytest.approx([2 / 8, 3 / 8, 4 / 8])
+    clock.t = comebacks[0]
+    with patience(0.0):
+        budget.acquire("cvm", "TerminateInstances", "ap-guangzhou")  # its turn came: a token is there
+
+
+def test_without_patience_a_call_waits_as_long_as_it_takes() -> None:
+    clock = FakeClock()
+    budget = ApiBudget(now=clock.now, sleep=clock.sleep)
+    with patience(0.0), patience(None):
+        for _ in range(20):
+            budget.acquire("cvm", "RunInstances", "ap-guangzhou")
+    assert clock.t == pytest.approx(19 / 8)
