@@ -51,7 +51,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +99,9 @@ ADMIN_POLL_SECONDS = 1.0
 CALL_LOG_POLL_SECONDS = 2.0
 STORE_POLL_SECONDS = 2.0
 COS_WRITERS = 8  # threads writing the agents' documents: a thousand heartbeats every 5 s is 200 PUTs a second
+# Threads writing the ends of attempts (a reclaim notice's, a finished training's): a real agent reacts to its own
+# notice at once, not after a thousand other agents' heartbeats queued in this process.
+ENDING_WRITERS = 4
 STOP_SECONDS = 30.0  # a controller draining, an emulator stopping
 
 
@@ -224,7 +227,8 @@ class Agent:
     running_since: float | None = None
     seq: int = 0
     beat_at: float = 0.0
-    busy: bool = False  # a write is in flight
+    busy: bool = False  # a heartbeat is in flight
+    ending: bool = False  # the attempt's end is being written
     done: bool = False  # the Result is written (or the instance went away)
     reclaim_asked: bool = False
 
@@ -253,11 +257,13 @@ class Agents:
         self.jobs: dict[str, JobPlan] = {}
         self.agents: dict[tuple[str, int, int], Agent] = {}
         self.reclaims: list[Reclaim] = []
+        self.signalled: dict[tuple[str, int], float] = {}  # (job, attempt) -> when its preempted signal was put
         self.write_errors = 0
         self.writes = 0
         self.peak_training = 0
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(COS_WRITERS, thread_name_prefix="agent-cos")
+        self._ending = ThreadPoolExecutor(ENDING_WRITERS, thread_name_prefix="agent-end")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="agents", daemon=True)
 
@@ -271,6 +277,7 @@ class Agents:
         self._stop.set()
         self._thread.join(timeout=30)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._ending.shutdown(wait=True, cancel_futures=True)
 
     def _cos(self) -> CosS3Client:
         client: CosS3Client | None = getattr(self._local, "cos", None)
@@ -317,10 +324,10 @@ class Agents:
         self.peak_training = max(self.peak_training, training)
 
     def _act(self, agent: Agent, job: JobPlan, view: dict[str, Any], now: float) -> None:
-        if agent.busy:
+        if agent.ending:
             return
         if view.get("notice_at") is not None:  # the reclaim notice, as the metadata service would show it
-            self._submit(agent, self._preempted, agent, view, now)
+            self._end(agent, self._preempted, agent, view, now)
             return
         if (
             agent.attempt == 1
@@ -337,24 +344,25 @@ class Agents:
                 self.reclaims.append(Reclaim(agent.job_id, agent.instance_id, float(answer["notice_at"])))
             return
         if now - (agent.running_since or now) >= agent.train_seconds:
-            self._submit(agent, self._succeeded, agent, now)
-        elif now - agent.beat_at >= self.heartbeat:
-            self._submit(agent, self._beat, agent, Phase.TRAINING, now, None)
+            self._end(agent, self._succeeded, agent, now)
+        elif not agent.busy and now - agent.beat_at >= self.heartbeat:
+            agent.busy = True
+            self._pool.submit(self._write, agent, "busy", self._beat, agent, Phase.TRAINING, now, None)
 
-    def _submit(self, agent: Agent, write: Callable[..., None], *args: Any) -> None:
-        agent.busy = True
+    def _end(self, agent: Agent, write: Callable[..., None], *args: Any) -> None:
+        agent.ending = True
+        self._ending.submit(self._write, agent, "ending", write, *args)
 
-        def run() -> None:
-            try:
-                write(*args)
-            except Exception as exc:  # the next round tries again
-                self.write_errors += 1
-                if self.write_errors <= 5:
-                    log(f"agent write for {agent.job_id} failed: {exc!r}")
-            finally:
-                agent.busy = False
-
-        self._pool.submit(run)
+    def _write(self, agent: Agent, flag: str, write: Callable[..., None], *args: Any) -> None:
+        """``write(*args)``, then ``agent.<flag>`` cleared: a failed write is tried again by the next round."""
+        try:
+            write(*args)
+        except Exception as exc:
+            self.write_errors += 1
+            if self.write_errors <= 5:
+                log(f"agent write for {agent.job_id} failed: {exc!r}")
+        finally:
+            setattr(agent, flag, False)
 
     def _put(self, key: str, body: str) -> None:
         self._cos().put_object(Bucket=self.bucket, Key=key, Body=body.encode(), ContentType="application/json")
@@ -389,6 +397,7 @@ class Agents:
         why = f"spot reclaim notice: terminated at {view.get('termination_time')} (simulated agent)"
         self._beat(agent, Phase.PREEMPTED, now, view.get("termination_time"), why)
         self._signal(agent, Phase.PREEMPTED, now)
+        self.signalled[(agent.job_id, agent.attempt)] = time.time()
         self._result(agent, Outcome.PREEMPTED, why, now)
 
 
@@ -429,11 +438,14 @@ def submit_jobs(side: Side, report: api.PlanReport, count: int, rate: float, age
     """``count`` jobs through the library, no faster than ``rate`` a second, each told to the load generator
     before it can have an instance. False (and ``side.died`` set) when the side cannot go on."""
     store = side.store()
-    side.started = time.time()
+    side.started = next_at = time.time()
     for index in range(count):
-        wait = side.started + index / rate - time.time()
+        # Each after the one before by 1/rate at least: a schedule that caught up after a slow submission sent
+        # bursts of twice the rate, which no budget can launch within seconds.
+        wait = next_at - time.time()
         if wait > 0:
             time.sleep(wait)
+        next_at = time.time() + 1 / rate
         why = alive() or (f"only {index} of {count} jobs submitted by the deadline" if time.time() > deadline else "")
         if why:
             side.died, side.ended = why, time.time()
@@ -582,6 +594,7 @@ class Numbers:
     throttled_by_action: dict[str, int]
     launch: list[float]
     detect: list[float]
+    reaction: list[float]  # the simulated agents' part of detect: the notice -> their signal put
     seconds: float
     cpu_s: float
     emulator_cpu_s: float
@@ -592,7 +605,7 @@ class Numbers:
         return self.peak_mb / self.jobs if self.jobs else math.nan
 
 
-def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: Iterable[Reclaim]) -> Numbers:
+def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: list[Reclaim]) -> Numbers:
     window = calls.between(side.started, side.ended)
     seconds = max(side.ended - side.started, 1e-9)
     describes = [c["time"] for c in window if c["action"] == "DescribeInstances"]
@@ -613,6 +626,8 @@ def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: Iterable[Recla
             if j in records and client_token(j, 1, 0) in by_token
         ]
         detect = []
+        reaction = [agents.signalled[(r.job_id, 1)] - r.notice_at for r in reclaims
+                    if (r.job_id, 1) in agents.signalled]
         for r in reclaims:
             if r.job_id not in records:
                 continue
@@ -632,6 +647,7 @@ def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: Iterable[Recla
         throttled_by_action=throttled,
         launch=launch,
         detect=detect,
+        reaction=reaction,
         seconds=seconds,
         cpu_s=sum(p.cpu_s for p in side.processes),
         emulator_cpu_s=side.emulator_cpu_s,
@@ -685,6 +701,7 @@ def report_table(args: argparse.Namespace, ours: Numbers, base: Numbers | None, 
         (f"reclaim notice -> RECOVERING, median s ({len(ours.detect)})", cell(stat(ours.detect, median), ".2f"), "-"),
         ("reclaim notice -> RECOVERING, p95 s", cell(stat(ours.detect, p95), ".2f"), "-"),
         ("reclaim notice -> RECOVERING, max s", cell(stat(ours.detect, max), ".2f"), "-"),
+        ("  of which the simulated agent (-> its signal), p95 s", cell(stat(ours.reaction, p95), ".2f"), "-"),
         ("first submission -> last job ended, s", cell(ours.seconds, ".0f"), cell(base.seconds if base else None,
                                                                                      ".0f")),
         ("CPU s: the controller (baseline: its processes)", cell(ours.cpu_s, ".1f"),

@@ -55,7 +55,9 @@ def drive(
     token = store.acquire(job_id, me, LEASE_SECONDS, now(), force=force_lease or _holder_is_dead(store, job_id))
     engine = Engine(store, me, now=now, workers=1, raise_errors=True)
     try:
-        engine.hold(job_id, token, emit=emit, controls=controls, on_round=on_round)
+        job = store.get(job_id)
+        assert job is not None  # its lease was just taken
+        engine.hold(job, token, emit=emit, controls=controls, on_round=on_round)
         while True:
             for job in engine.round():
                 if job.job_id == job_id:

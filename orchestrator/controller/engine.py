@@ -1,7 +1,9 @@
 """The engine: drives every job it holds, one round at a time (design.md §7).
 
-A round looks at the cloud once per account and region for all the jobs that are due (``observe.look``), then
-steps each of them on a small pool of threads: read its agents' documents, decide (pure), execute. A job is due
+A round looks at the cloud once per account and region for all the jobs that are due (``observe.look``), and once
+that look is back steps each of them on a small pool of threads: read its agents' documents, decide (pure),
+execute. The main thread only reads the store and schedules: the looks, the agents' signals and the steps all run
+on the pool, so that a slow cloud never holds up the claims of new jobs. A job is due
 again when decide said (a ``Wait``: fast while it launches or recovers, slow while it trains), at once after any
 other action, or when woken. A step still running (an action retrying a throttled call) delays only its own job.
 Steps run most urgent first (controller/steps.py): launches and recoveries, then the jobs booting or ending, then
@@ -24,6 +26,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ..contract import SIGNALS_PREFIX
 from ..lifecycle.actions import Action, Move, Wait
@@ -51,6 +54,10 @@ IDLE_SECONDS = 1.0  # the longest the engine sleeps without a look at its jobs' 
 WAKE_POLL_SECONDS = 0.1  # how soon a signal handler's request (Controls) is noticed while sleeping
 BETWEEN_SECONDS = 0.25  # how often sleep() calls its ``between`` (a controller looking for jobs just submitted)
 PATIENCE_SECONDS = 1.0  # the longest a step that is not urgent waits for API tokens, in all
+# The looks at training jobs, at most, whatever their number: the ends of attempts and reclaim notices come as
+# signals, so such a look is for what nobody signals (a vanished instance, a silent agent), and a thousand jobs
+# each looked at every 10 s (policy poll_while_training) kept two cores busy with nothing but that.
+ROUTINE_LOOKS_PER_SECOND = 30.0
 _URGENT = {JobState.PENDING, JobState.STAGING, JobState.LAUNCHING, JobState.RECOVERING}
 
 
@@ -81,8 +88,11 @@ class Held:
     controls: Controls
     on_round: OnRound | None = None
     due_at: float = 0.0
-    step: Future[None] | None = None
+    step: Future[Any] | None = None  # its step in flight, or the look at the cloud its next step waits for
     signalled: bool = False  # its agents signalled the end of an attempt: its next step is urgent
+
+
+_Due = tuple[Held, JobRecord, list[NodeRecord]]  # a job due in a round, as read for it
 
 
 class Engine:
@@ -112,13 +122,15 @@ class Engine:
         self.wake = threading.Event()
         self._connections: dict[str, TencentSdk] = {}
         self._pool = StepPool(workers, "cvmjob-job")
+        self._listings: dict[tuple[int, str], Future[tuple[ObjectStore, list[str] | None]]] = {}
+        self._looks: list[tuple[Future[dict[str, CloudLook] | CloudError], list[_Due]]] = []
         self._renewed = now()
 
     # -- holding jobs ---------------------------------------------------------------------------------------
-    def hold(self, job_id: str, token: int, *, emit: Emit = lambda kind, message: None,
+    def hold(self, job: JobRecord, token: int, *, emit: Emit = lambda kind, message: None,
              controls: Controls | None = None, on_round: OnRound | None = None) -> Held:
-        job = self.store.get(job_id)
-        assert job is not None
+        """Drive ``job`` (as read just after its lease was taken with ``token``)."""
+        job_id = job.job_id
         target = reconnect(Target.from_json(job.cloud))
         sdk = self._connection(target)
         plan = Plan.model_validate(job.plan)
@@ -170,6 +182,7 @@ class Engine:
             return []
 
     def _round(self) -> list[JobRecord]:
+        self._step_looked()
         self._collect()
         now = self._round_at = self.now()
         self._read_signals(now)
@@ -184,67 +197,84 @@ class Engine:
             if held.on_round is not None:
                 held.on_round(job, None)
             self.drop(job.job_id)
-        # Steps are queued for the pool in this order: the jobs launching, recovering or ending before the many
-        # that only train (a thousand training jobs' looks made a new job wait seconds for a thread).
-        due = sorted((job for job in records.values() if not job.state.is_terminal()),
-                     key=lambda job: job.state == JobState.RUNNING)
+        due = [job for job in records.values() if not job.state.is_terminal()]
         nodes_of = self.store.nodes_of(job.job_id for job in due)
-        by_connection: dict[int, list[tuple[Held, JobRecord, list[NodeRecord]]]] = {}
+        by_connection: dict[int, list[_Due]] = {}
         for job in due:
             held = self.held[job.job_id]
             by_connection.setdefault(id(held.sdk), []).append((held, job, nodes_of[job.job_id]))
         for group in by_connection.values():
+            # On the pool, so that a slow DescribeInstances never holds up the main thread's claims; the round
+            # after it came back (it wakes the engine) steps its jobs.
             sdk = group[0][0].sdk
-            looks: dict[str, CloudLook] | CloudError
-            try:
-                looks = look(sdk, [(job, nodes) for _, job, nodes in group])
-            except CloudError as exc:
-                looks = exc
-            for held, job, nodes in group:
-                self._submit(held, job, nodes, looks if isinstance(looks, CloudError) else looks[job.job_id])
+            among = sum(1 for h in self.held.values() if h.sdk is sdk)
+            looking = self._pool.submit(Urgency.NOW, partial(_look, sdk, [(job, nodes) for _, job, nodes in group],
+                                                             among))
+            looking.add_done_callback(lambda _: self.wake.set())
+            for held, _, _ in group:
+                held.step = looking
+            self._looks.append((looking, group))
         self._renew()
         return ended
 
-    def _read_signals(self, now: float) -> None:
-        """Jobs whose agents signalled the end of an attempt (contract.SIGNALS_PREFIX) are due now. A signal is
-        deleted once used, or once its job has ended in this store; another store's are left to its controllers,
-        and a job in the middle of a step keeps its signal for the next round (the step may have looked before it)."""
-        buckets: dict[tuple[int, str], ObjectStore] = {}
-        for held in self.held.values():
-            buckets.setdefault((id(held.sdk), held.executor.state.bucket), held.executor.state)
-        for state in buckets.values():
-            try:
-                keys = [o.key for o in state.iter_objects(SIGNALS_PREFIX)]
-            except CloudError as exc:  # the regular looks go on
-                log.warning("cannot list the agents' signals in %s: %s", state.bucket, exc)
+    def _step_looked(self) -> None:
+        """A step for each job of the looks that came back."""
+        waiting = []
+        for looking, group in self._looks:
+            if not looking.done():
+                waiting.append((looking, group))
                 continue
-            used: list[str] = []
-            others: dict[str, list[str]] = {}
-            for key in keys:
-                job_id = key[len(SIGNALS_PREFIX) :].split("/", 1)[0]
-                signalled = self.held.get(job_id)
-                if signalled is None:
-                    others.setdefault(job_id, []).append(key)
-                elif signalled.step is None:
-                    signalled.due_at = min(signalled.due_at, now)
-                    signalled.signalled = True
-                    used.append(key)
-            if others:
-                known = self.store.get_many(others)
-                used += [k for job_id, ks in others.items() if job_id in known and known[job_id].state.is_terminal()
-                         for k in ks]
-            if used:
-                try:
-                    state.delete(used)
-                except CloudError as exc:
-                    log.warning("cannot delete %d used signal(s) in %s: %s", len(used), state.bucket, exc)
+            looks = looking.result()
+            for held, job, nodes in group:
+                if held.step is looking and self.held.get(job.job_id) is held:
+                    self._submit(held, job, nodes, looks if isinstance(looks, CloudError) else looks[job.job_id])
+        self._looks = waiting
 
-    def start(self, job_id: str) -> None:
-        """Step a held job that is still PENDING now, without waiting for a round: nothing of it is in the cloud
-        yet for a look to show (it goes on to RunInstances in the same step)."""
-        held = self.held.get(job_id)
-        job = self.store.get(job_id)
-        if held is None or held.step is not None or job is None or job.state != JobState.PENDING:
+    def _read_signals(self, now: float) -> None:
+        """Jobs whose agents signalled the end of an attempt (contract.SIGNALS_PREFIX) are due now, and urgent.
+
+        The listing runs on the step pool, one per bucket at a time, and is used by the round after it came back
+        (its coming back wakes the engine): a slow COS answer on the main thread delayed every job's round, and
+        the claims. A signal is deleted once used, or once its job has ended in this store; another store's are
+        left to its controllers, and a job in the middle of a step keeps its signal for the next listing (the step
+        may have looked before it)."""
+        for where, listing in list(self._listings.items()):
+            if listing.done():
+                del self._listings[where]
+                state, keys = listing.result()
+                if keys is not None:
+                    self._use_signals(state, keys, now)
+        for held in self.held.values():
+            state = held.executor.state
+            where = (id(held.sdk), state.bucket)
+            if where not in self._listings:
+                self._listings[where] = listing = self._pool.submit(Urgency.NOW, partial(_list_signals, state))
+                listing.add_done_callback(lambda _: self.wake.set())
+
+    def _use_signals(self, state: ObjectStore, keys: list[str], now: float) -> None:
+        used: list[str] = []
+        others: dict[str, list[str]] = {}
+        for key in keys:
+            job_id = key[len(SIGNALS_PREFIX) :].split("/", 1)[0]
+            signalled = self.held.get(job_id)
+            if signalled is None:
+                others.setdefault(job_id, []).append(key)
+            elif signalled.step is None:
+                signalled.due_at = min(signalled.due_at, now)
+                signalled.signalled = True
+                used.append(key)
+        if others:
+            known = self.store.get_many(others)
+            used += [k for job_id, ks in others.items() if job_id in known and known[job_id].state.is_terminal()
+                     for k in ks]
+        if used:
+            self._pool.submit(Urgency.SOON, partial(_delete_signals, state, used))
+
+    def start(self, job: JobRecord) -> None:
+        """Step a job just held that is still PENDING now, without waiting for a round: nothing of it is in the
+        cloud yet for a look to show (it goes on to RunInstances in the same step)."""
+        held = self.held.get(job.job_id)
+        if held is None or held.step is not None or job.state != JobState.PENDING:
             return
         self._submit(held, job, [], CloudLook())
 
@@ -353,6 +383,8 @@ class Engine:
             actions = decide(job, nodes, observation, held.settings, job.entered_at)
             held.due_at = self._act(held, job, actions)
             if held.due_at > self.now():
+                if job.state == JobState.RUNNING:  # a look at a training job: spread over its share of the rate
+                    held.due_at = max(held.due_at, self.now() + len(self.held) / ROUTINE_LOOKS_PER_SECOND)
                 return
             moved = self.store.get(job.job_id)
             if moved is None or (job.state, moved.state) not in _NOTHING_CREATED_YET:
@@ -387,3 +419,27 @@ class Engine:
                 log.debug("job %s: %s", job.job_id, exc)
                 return self.now() + exc.ready_in
         return self.now()
+
+
+def _list_signals(state: ObjectStore) -> tuple[ObjectStore, list[str] | None]:
+    """The signals' keys in the bucket; None when it cannot be listed (the regular looks go on)."""
+    try:
+        return state, [o.key for o in state.iter_objects(SIGNALS_PREFIX)]
+    except CloudError as exc:
+        log.warning("cannot list the agents' signals in %s: %s", state.bucket, exc)
+        return state, None
+
+
+def _delete_signals(state: ObjectStore, keys: list[str]) -> None:
+    try:
+        state.delete(keys)
+    except CloudError as exc:  # they are used again, harmlessly, and deleted by the next listing
+        log.warning("cannot delete %d used signal(s) in %s: %s", len(keys), state.bucket, exc)
+
+
+def _look(sdk: TencentSdk, jobs: list[tuple[JobRecord, list[NodeRecord]]],
+          among: int) -> dict[str, CloudLook] | CloudError:
+    try:
+        return look(sdk, jobs, among)
+    except CloudError as exc:  # each job's step sees it: a failed look concludes nothing
+        return exc

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..state.store import Store, StoreBusy
+from ..state.store import JobRecord, Store, StoreBusy
 from .drive import controller_name
 from .engine import LEASE_SECONDS, Engine
 
@@ -97,12 +97,13 @@ class Service:
             return
         try:
             if self.store.unclaimed_pending(self.now()):
-                for job_id in self._claim():
-                    self.engine.start(job_id)
+                for job in self._claim():
+                    self.engine.start(job)
         except StoreBusy as exc:
             self.say(f"controller: {exc}; claiming again at the next round")
 
-    def _claim(self) -> list[str]:
+    def _claim(self) -> list[JobRecord]:
+        """The jobs claimed now, as read once their leases were taken."""
         # Every round: a replica that died stops counting as soon as its record goes stale, so the others' share
         # grows to its jobs within the lease TTL (counted every third of it, takeover took a third longer).
         self._replicas = max(1, len(self.store.live_controllers(self.now(), self.settings.lease_seconds)))
@@ -114,13 +115,14 @@ class Service:
         room = min(CLAIM_BATCH, self.settings.max_jobs - len(self.engine.held), fair - len(self.engine.held))
         if room <= 0:
             return []
-        claimed = self.store.claim(self.name, self.settings.lease_seconds, self.now(), room,
-                                   held=self.engine.held.keys())
-        for job_id, token in claimed:
-            job = self.store.get(job_id)
-            self.say(f"{job_id} claimed ({job.state.value if job else '?'})")
-            self.engine.hold(job_id, token, emit=self._emitter(job_id))
-        return [job_id for job_id, _ in claimed]
+        claimed = dict(self.store.claim(self.name, self.settings.lease_seconds, self.now(), room,
+                                        held=self.engine.held.keys()))
+        found = self.store.get_many(claimed)
+        jobs = [found[job_id] for job_id in claimed if job_id in found]  # in the claim's order: oldest first
+        for job in jobs:
+            self.say(f"{job.job_id} claimed ({job.state.value})")
+            self.engine.hold(job, claimed[job.job_id], emit=self._emitter(job.job_id))
+        return jobs
 
     def _emitter(self, job_id: str) -> Callable[[str, str], None]:
         return lambda kind, message: self.say(f"{job_id} {kind}: {message}")

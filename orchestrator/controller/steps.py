@@ -12,6 +12,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from enum import IntEnum
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class Urgency(IntEnum):
@@ -22,7 +25,7 @@ class Urgency(IntEnum):
     ROUTINE = 2  # a look at a job that trains
 
 
-_Work = tuple[int, int, Callable[[], None] | None, "Future[None] | None"]
+_Work = tuple[int, int, Callable[[], Any] | None, "Future[Any] | None"]
 _STOP = len(Urgency)  # after every queued step: stop() lets them all run first
 
 
@@ -34,8 +37,8 @@ class StepPool:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, urgency: Urgency, step: Callable[[], None]) -> Future[None]:
-        future: Future[None] = Future()
+    def submit(self, urgency: Urgency, step: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
         self._queue.put((urgency, next(self._order), step, future))
         return future
 
@@ -54,8 +57,8 @@ class StepPool:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                step()
+                result = step()
             except BaseException as exc:  # the future carries it to the engine, as a ThreadPoolExecutor does
                 future.set_exception(exc)
             else:
-                future.set_result(None)
+                future.set_result(result)

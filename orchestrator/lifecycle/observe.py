@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from ..contract import ENDED_PHASES, SILENT_AFTER, JobLayout, Manifest, Result, Status
 from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
+from ..providers.tencent.paging import PAGE
 from ..providers.tencent.storage import ObjectStore
 from ..state.store import JobRecord, NodeRecord
 from ..tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
@@ -33,9 +34,6 @@ _AGENT_STATES = (JobState.BOOTING, JobState.RUNNING, JobState.CANCELLING, JobSta
 # progress and not yet silent (contract.SILENT_AFTER) means there is no result yet to read: reading it anyway was
 # half the requests of a controller with a thousand jobs training. An older one may be the last before a final
 # heartbeat that failed.
-# Up to this many jobs, their instances are asked for by tag value (5 values a call); beyond, every instance
-# carrying the cvmjob:job tag is listed (100 a page) and those of other jobs are dropped.
-FEW_JOBS = 10
 
 
 @dataclass(frozen=True)
@@ -51,12 +49,19 @@ def _current(job: JobRecord, nodes: list[NodeRecord]) -> dict[int, NodeRecord]:
     return {n.node: n for n in nodes if n.attempt == job.attempt}
 
 
-def look(sdk: TencentSdk, jobs: Sequence[tuple[JobRecord, list[NodeRecord]]]) -> dict[str, CloudLook]:
-    """One look at the cloud for these jobs (all of one account and region). Raises CloudError: a failed
-    lookup concludes nothing, for any of them."""
+def look(sdk: TencentSdk, jobs: Sequence[tuple[JobRecord, list[NodeRecord]]], among: int = 0) -> dict[str, CloudLook]:
+    """One look at the cloud for these jobs (all of one account and region), ``among`` as many as the caller
+    holds there. Raises CloudError: a failed lookup concludes nothing, for any of them.
+
+    Their instances are asked for by tag value (5 jobs a call), or, when that takes more calls, every instance
+    carrying the cvmjob:job tag is listed (100 a page: at least one per job held) and those of other jobs are
+    dropped. Listing all of a thousand jobs' instances for the few due in a round was a third of a busy
+    controller's CPU."""
     ids = [job.job_id for job, _ in jobs]
     wanted = set(ids)
-    found = compute.find_by_tag_values(sdk, TAG_JOB, ids) if len(ids) <= FEW_JOBS else \
+    by_value = -(-len(ids) // compute.MAX_FILTER_VALUES)
+    by_key = -(-max(among, len(ids)) // PAGE)
+    found = compute.find_by_tag_values(sdk, TAG_JOB, ids) if by_value <= by_key else \
         [i for i in compute.find_by_tag_key(sdk, TAG_JOB) if i.tags.get(TAG_JOB) in wanted]
     tagged: dict[str, list[compute.InstanceView]] = {job_id: [] for job_id in ids}
     for inst in found:
