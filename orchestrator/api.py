@@ -16,16 +16,16 @@ from .errors import CvmjobError
 from .home import store_url
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
-from .lifecycle.settings import settings_to_json
+from .lifecycle.settings import Settings, settings_to_json
 from .plan.models import Plan
 from .plan.planner import Facts, PlanError, PublicImage, make_plan
-from .policy.loader import load_job_policies
 from .providers.tencent import TencentSdk, compute, images
 from .providers.tencent.errors import CapacityError, CloudError
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .retry import retrying
-from .spec import JobSpec, load_spec
+from .spec import JobSpec
+from .spec.loader import load_job
 from .state.store import JobRecord, PoolStore, Store
 from .tags import TAG_JOB, TAG_NAME, TAG_OWNER
 from .target import Target, connect, reconnect, resolve
@@ -43,6 +43,7 @@ class PlanReport:
     spec_path: Path
     target: Target
     plan: Plan
+    settings: Settings  # from the spec and its policies, loaded once
     notes: list[str] = field(default_factory=list)
 
 
@@ -127,14 +128,14 @@ def plan(
     overrides = list(overrides or [])
     if name:
         overrides.append(f"name={name}")
-    spec = load_spec(spec_path, overrides)
-    policies = load_job_policies(spec, spec_path)
+    spec, policies = load_job(spec_path, overrides)
+    settings = settings_for(spec, policies.recovery, policies.pool)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)
     # Every call here is a read (or a DryRun): retried while throttled, so that many jobs can start at once (fifty
     # concurrent `cvmjob run`s failed on RequestLimitExceeded before they created anything; tests/faults row 16).
-    fallback = (spec.billing.mode == "spot" and policies.recovery.fallback_to_on_demand is not None) or (
-        spec.billing.mode == "reserved" and policies.pool.when_busy == "on-demand"
+    fallback = (spec.billing.mode == "spot" and settings.recovery.falls_back_to_on_demand) or (
+        spec.billing.mode == "reserved" and settings.pool_when_busy == "on-demand"
     )
     plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS), fallback)
     notes = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
@@ -152,7 +153,7 @@ def plan(
     )
     if primary.charge_type == ChargeType.RESERVED:
         notes.append(_pool_note(spec, plan_, sdk))
-        return PlanReport(spec, spec_path, target, plan_, notes)
+        return PlanReport(spec, spec_path, target, plan_, settings, notes)
     try:
         retrying(lambda: compute.dry_run(sdk, probe), attempts=PLAN_ATTEMPTS)
         price = retrying(lambda: compute.inquiry_price(sdk, probe), attempts=PLAN_ATTEMPTS)
@@ -160,11 +161,11 @@ def plan(
         # Stock is a moment's truth (other launches took it since DescribeZoneInstanceConfigInfos): the launch tries
         # again and moves along the candidates as the recovery policy says, rather than `run` failing here (exit 3).
         notes.append(f"{primary.label()} answers {exc.code} now: the launch retries, then tries the next placement")
-        return PlanReport(spec, spec_path, target, plan_, notes)
+        return PlanReport(spec, spec_path, target, plan_, settings, notes)
     if price.per_hour is not None:
         plan_.candidates[0] = primary.model_copy(update={"price_per_hour": price.per_hour})
         plan_.estimated_cost = round(price.per_hour * plan_.nnodes * plan_.expected_hours, 2)
-    return PlanReport(spec, spec_path, target, plan_, notes)
+    return PlanReport(spec, spec_path, target, plan_, settings, notes)
 
 
 def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
@@ -184,7 +185,6 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
            lease: tuple[str, float] | None = None) -> str:
     """The job, recorded and PENDING. ``lease``: (owner, ttl) of the controller about to drive it in this process;
     None leaves it to whichever controller claims it."""
-    policies = load_job_policies(report.spec, report.spec_path)
     job_id = new_job_id()
     created = now()
     store.create_job(
@@ -196,7 +196,7 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
         created,
         created + report.spec.limits.max_runtime,
         str(report.spec_path.resolve().parent),
-        settings_to_json(settings_for(report.spec, policies.recovery, policies.pool)),
+        settings_to_json(report.settings),
         lease=lease,
     )
     return job_id

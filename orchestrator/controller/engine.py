@@ -143,6 +143,7 @@ class Engine:
             sdk=sdk,
             state=ObjectStore(sdk, plan.state_bucket),
             spec=JobSpec.model_validate(job.spec),
+            plan=plan,
             source_dir=Path(job.source_dir),
             now=self.now,
             emit=emit,
@@ -380,7 +381,7 @@ class Engine:
                 observation = replace(observation, pool_idle=idle)
             if held.on_round is not None:
                 held.on_round(job, observation)
-            actions = decide(job, nodes, observation, held.settings, job.entered_at)
+            actions = decide(job, nodes, observation, held.settings, held.plan, job.entered_at)
             held.due_at = self._act(held, job, actions)
             if held.due_at > self.now():
                 if job.state == JobState.RUNNING:  # a look at a training job: spread over its share of the rate

@@ -56,10 +56,10 @@ _FAILURE_STATES = {
 
 
 def decide(
-    job: JobRecord, nodes: list[NodeRecord], obs: Observation, settings: Settings, entered_at: float
+    job: JobRecord, nodes: list[NodeRecord], obs: Observation, settings: Settings, plan: Plan, entered_at: float
 ) -> list[Action]:
+    """``plan``: the job's, decoded once by the caller (it never changes after the submission)."""
     state, now = job.state, obs.now
-    plan = Plan.model_validate(job.plan)
     if state == S.PENDING:
         if job.cancel_requested:
             return [Move(S.CANCELLED, "cancelled before anything was created")]

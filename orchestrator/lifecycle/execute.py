@@ -98,6 +98,7 @@ class Executor:
     sdk: TencentSdk
     state: ObjectStore
     spec: JobSpec
+    plan: Plan
     source_dir: Path
     now: Callable[[], float] = time.time
     emit: Emit = lambda kind, message: None
@@ -191,7 +192,7 @@ class Executor:
         """A reserved node runs on an idle pool member of a placement the plan allows; a member another job took
         meanwhile makes the node fail like a launch without capacity (the pool policy then decides)."""
         assert self.pool is not None
-        placements = Plan.model_validate(self.job().plan).reserved_placements()
+        placements = self.plan.reserved_placements()
         member = self.pools.claim(self.pool, placements, pool_holder(record), self.now())
         if member is None:
             return replace(record, state="failed", end_reason=f"reserved pool {self.pool} busy", ended_at=self.now())
@@ -307,7 +308,7 @@ class Executor:
 
     # -- instances ---------------------------------------------------------------------------------------
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
-        plan = Plan.model_validate(job.plan)
+        plan = self.plan
         layout = self.layout
         wheel_key = next(o.key for o in self.state.iter_objects(layout.bundle_prefix) if o.key.endswith(".whl"))
         seconds = self._presign_seconds()

@@ -153,8 +153,8 @@ def next_placement(
         return Relaunch(last.placement, f"retry {streak} of {rules.same_zone_retries} in {last.placement.label()}")
     exhausted = {_key(h.placement) for h in failures}
     # Sold out everywhere at the preferred charge type: on-demand, if the policy has an on-demand fallback.
-    fallback_configured = rules.on_demand_after_preemptions is not None or rules.on_demand_after_minutes is not None
-    last_resort = [p for p in candidates if p.charge_type == ChargeType.ON_DEMAND] if fallback_configured else []
+    last_resort = [p for p in candidates if p.charge_type == ChargeType.ON_DEMAND] \
+        if rules.falls_back_to_on_demand else []
     for p in [*allowed, *last_resort]:
         if _key(p) not in exhausted:
             return Relaunch(p, f"{last.placement.label()} had no capacity ({last.reason})")

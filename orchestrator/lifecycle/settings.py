@@ -27,6 +27,11 @@ class RecoveryRules:
     give_up_after: float = 3600.0
     heartbeat_stale_after: float = 60.0
 
+    @property
+    def falls_back_to_on_demand(self) -> bool:
+        """The policy may move the job to on-demand (so its plan carries on-demand placements)."""
+        return self.on_demand_after_preemptions is not None or self.on_demand_after_minutes is not None
+
 
 @dataclass(frozen=True)
 class Settings:

@@ -428,7 +428,7 @@ def simulate(seed: int) -> World:
             w.job = replace(w.job, cancel_requested=True)
         obs = w.observe()
         nodes = [w.nodes[k] for k in sorted(w.nodes)]
-        actions = decide(w.job, nodes, obs, w.settings, w.entered_at)
+        actions = decide(w.job, nodes, obs, w.settings, Plan.model_validate(w.job.plan), w.entered_at)
         if not obs.cloud_ok and not all(isinstance(a, A.Wait) for a in actions):
             raise Violation(f"concluded {actions} from a failed lookup")
         if any(isinstance(a, A.Move) and a.target.is_terminal() for a in actions):

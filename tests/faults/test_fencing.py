@@ -82,7 +82,7 @@ def test_a_stale_controller_acts_on_nothing(tmp_path: Path, record: Record) -> N
     store, stale, _ = _job(tmp_path)
     trip: Any = Tripwire()
     executor = Executor(store=store, token=stale, job_id="job-1", target=trip, sdk=trip, state=trip, spec=trip,
-                        source_dir=tmp_path)
+                        plan=trip, source_dir=tmp_path)
     every: list[A.Action] = [
         A.Stage(), A.StartAttempt(PLACEMENT, "x"), A.Launch(0), A.MarkNodes(((0, "lost", "x"),)),
         A.Move(JobState.STAGING, "x"), A.RequestCancel("x"), A.CreateImage(), A.ApplyImageRetention(1),

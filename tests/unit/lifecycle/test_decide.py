@@ -116,7 +116,8 @@ def run(
     settings: Settings = SETTINGS,
     entered_at: float = NOW - 10,
 ) -> list[object]:
-    return list(decide(j, nodes if nodes is not None else [node()], obs, settings, entered_at))
+    return list(decide(j, nodes if nodes is not None else [node()], obs, settings, Plan.model_validate(j.plan),
+                       entered_at))
 
 
 def test_pending_and_staging() -> None:

@@ -59,7 +59,7 @@ def run(emulator: EmulatorProcess, tmp_path: Path) -> Iterator[Run]:
                      now=100.0, deadline=10_000.0, source_dir=str(REPO / "jobs" / "quickstart"), settings={})
     token = store.acquire(job_id, "test", ttl=3600, now=100.0)
     told: list[tuple[str, str]] = []
-    executor = Executor(store=store, token=token, job_id=job_id, target=target, sdk=sdk,
+    executor = Executor(store=store, token=token, job_id=job_id, target=target, sdk=sdk, plan=plan,
                         state=ObjectStore(sdk, plan.state_bucket), spec=spec, source_dir=REPO / "jobs" / "quickstart",
                         emit=lambda kind, message: told.append((kind, message)))
     yield Run(executor, store, sdk, emulator, told)
