@@ -1,8 +1,11 @@
-"""Library entry points (the CLI is a thin layer over these): plan, submit, drive, status, logs, cancel, gc."""
+"""Library entry points (the CLI is a thin layer over these): plan, submit, hand over to a controller, follow
+logs, cancel, wait, gc."""
 
 from __future__ import annotations
 
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -13,7 +16,7 @@ from . import embedded
 from . import pool as pools
 from .contract import JobLayout, Manifest, Result, Status
 from .errors import CvmjobError
-from .home import store_url
+from .home import state_db, store_url
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
 from .lifecycle.settings import Settings, settings_to_json
@@ -27,10 +30,11 @@ from .retry import retrying
 from .spec import JobSpec
 from .spec.loader import load_job
 from .state.store import JobRecord, PoolStore, Store
-from .tags import TAG_JOB, TAG_NAME, TAG_OWNER
+from .tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from .target import Target, connect, reconnect, resolve
 
 PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
+POLL_SECONDS = 2.0  # following a job from outside its controller: its logs, its end
 
 
 class JobNotFound(CvmjobError, LookupError):
@@ -266,10 +270,71 @@ def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after:
             yield info.key, data.decode(errors="replace")
 
 
+def follow_logs(store: Store, job: JobRecord, attempt: int | None = None, node: int = 0,
+                follow: bool = False) -> Iterator[str]:
+    """The log's text, chunk by chunk; with ``follow``, new chunks as they are shipped until the job ends."""
+    last = ""
+    while True:
+        for key, text in log_chunks(job, attempt, node, after=last):
+            yield text
+            last = key
+        job = find_job(store, job.job_id)
+        if not follow or job.state.is_terminal():
+            return
+        time.sleep(POLL_SECONDS)
+
+
 def cancel(store: Store, job: JobRecord, now: Callable[[], float] = time.time) -> None:
     if job.state.is_terminal():
         return
     store.request_cancel(job.job_id, now())
+
+
+def wait(store: Store, job: JobRecord) -> JobRecord:
+    """The job once it has ended."""
+    while not job.state.is_terminal():
+        time.sleep(POLL_SECONDS)
+        job = find_job(store, job.job_id)
+    return job
+
+
+def hand_to_controller(store: Store, lease_seconds: float) -> str:
+    """Who will drive the submitted jobs: a live controller of this store claims them; when none is alive, one is
+    started in the background, to exit once it has nothing left to drive."""
+    live = store.live_controllers(time.time(), lease_seconds)
+    if live:
+        return f"controller {live[0].owner}"
+    log = _background_log("controller")
+    with log.open("ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli.main", "controller", "--exit-when-idle"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return f"a controller started in the background (its log: {log})"
+
+
+def spawn_driver(job_id: str) -> Path:
+    """A process of its own driving the job (`resume --detach`: it may take over a lease a controller would wait
+    out); returns its log."""
+    log = _background_log(job_id)
+    with log.open("ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli.main", "_drive", job_id],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return log
+
+
+def _background_log(name: str) -> Path:
+    log = state_db().parent / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return log
 
 
 @dataclass(frozen=True)
@@ -316,3 +381,12 @@ def collect_orphans(sdk: TencentSdk, orphans: Orphans) -> None:
         compute.terminate(sdk, [i.instance_id for i in orphans.instances])
     if orphans.images:
         images.delete(sdk, [i.image_id for i in orphans.images])
+
+
+def gc(store: Store, region: str, force_emulator: bool, grace: float, dry_run: bool) -> Orphans:
+    """The region's orphans (find_orphans), cleaned unless ``dry_run``."""
+    sdk = connect(resolve(region, force_emulator))
+    orphans = find_orphans(store, sdk, time.time(), grace, owner())
+    if not dry_run:
+        collect_orphans(sdk, orphans)
+    return orphans

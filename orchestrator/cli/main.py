@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,15 +21,12 @@ import typer
 from .. import api, embedded
 from ..controller.drive import controller_name, drive
 from ..controller.engine import LEASE_SECONDS, Controls
-from ..errors import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, CvmjobError
-from ..home import HomeError, state_db, store_url
+from ..errors import EXIT_BAD_INPUT, CvmjobError
+from ..home import HomeError, store_url
 from ..lifecycle.machine import EXIT_CODES, JobState
-from ..providers.tencent.errors import CloudError
 from ..spec import JobSpec
 from ..spec.durations import parse_duration
 from ..state.store import Store, StoreError
-from ..tags import owner
-from ..target import connect, resolve
 from . import render
 from .controller import controller_app
 from .emulator import emulator_app
@@ -103,45 +99,13 @@ def run(
     if output == "text":
         render.console.print(f"job [bold]{job_id}[/] submitted ({report.plan.primary.label()})")
     if detach:
-        handed = _hand_to_controller(store)
+        handed = api.hand_to_controller(store, LEASE_SECONDS)
         if output == "json":
             render.print_json({"job_id": job_id, "detached": True, "controller": handed})
         else:
             render.console.print(f"driven by {handed}; `cvmjob status {job_id}` shows where it is")
         return
     _drive_foreground(store, job_id, output, me=me)
-
-
-def _hand_to_controller(store: Store) -> str:
-    """A live controller of this store claims the job; when none is alive, one is started in the background,
-    to exit once it has nothing left to drive."""
-    live = store.live_controllers(time.time(), LEASE_SECONDS)
-    if live:
-        return f"controller {live[0].owner}"
-    log = state_db().parent / "logs" / "controller.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli.main", "controller", "--exit-when-idle"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    return f"a controller started in the background (its log: {log})"
-
-
-def _spawn_driver(job_id: str) -> None:
-    log = state_db().parent / "logs" / f"{job_id}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli.main", "_drive", job_id],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
 
 
 def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False, me: str | None = None) -> None:
@@ -214,7 +178,8 @@ def resume(
     if record.state.is_terminal():
         _finish(store, record, output)
     if detach:
-        _spawn_driver(record.job_id)
+        log = api.spawn_driver(record.job_id)
+        render.console.print(f"driven in the background (its log: {log})")
         return
     _drive_foreground(store, record.job_id, output, force)
 
@@ -284,16 +249,9 @@ def logs(
     if node < 0 or (nodes and node not in nodes):  # no nodes yet: `logs -f` waits for them
         known = f"the attempt's nodes are {', '.join(map(str, nodes))}" if nodes else "nodes are numbered from 0"
         raise Abort(f"--node {node}: {known}", EXIT_BAD_INPUT)
-    last = ""
-    while True:
-        for key, text in api.log_chunks(record, attempt, node, after=last):
-            sys.stdout.write(text)
-            last = key
+    for text in api.follow_logs(store, record, attempt, node, follow):
+        sys.stdout.write(text)
         sys.stdout.flush()
-        record = api.find_job(store, record.job_id)
-        if not follow or record.state.is_terminal():
-            break
-        time.sleep(2)
 
 
 @app.command()
@@ -308,12 +266,9 @@ def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the 
     render.console.print(f"cancel requested for {record.job_id}; the controller driving it acts on it")
     if record.lease_owner is None or record.lease_expires < time.time():
         render.console.print("no controller is driving it: `cvmjob resume` it to carry the cancel out")
-    while wait:
-        record = api.find_job(store, record.job_id)
-        if record.state.is_terminal():
-            render.console.print(f"{record.job_id}: {record.state.value}")
-            break
-        time.sleep(2)
+    if wait:
+        record = api.wait(store, record)
+        render.console.print(f"{record.job_id}: {record.state.value}")
 
 
 @app.command()
@@ -330,13 +285,8 @@ def gc(
         grace_seconds = parse_duration(grace)
     except ValueError as exc:
         raise Abort(f"--grace: {exc}", EXIT_BAD_INPUT) from exc
-    store = _store()
-    target = resolve(region, emulator)
-    sdk = connect(target)
-    orphans = api.find_orphans(store, sdk, time.time(), grace_seconds, owner())
+    orphans = api.gc(_store(), region, emulator, grace_seconds, dry_run)
     plan_ = {"instances": [i.instance_id for i in orphans.instances], "images": [i.image_id for i in orphans.images]}
-    if not dry_run:
-        api.collect_orphans(sdk, orphans)
     if output == "json":
         render.print_json({**plan_, "dry_run": dry_run})
     else:
@@ -362,12 +312,9 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors exit 2 (typer), the project's errors are one line each with their exit code."""
     try:
         app(args=argv)
-    except CvmjobError as exc:
+    except CvmjobError as exc:  # the cloud's refusals among them (CloudError)
         _error(exc.hint())
         sys.exit(exc.exit_code)
-    except CloudError as exc:
-        _error(f"the cloud refused: {exc}")
-        sys.exit(EXIT_CLOUD_ERROR)
     except KeyboardInterrupt:
         sys.exit(EXIT_CODES[JobState.CANCELLED])
     finally:

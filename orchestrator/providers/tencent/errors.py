@@ -7,13 +7,22 @@ retrying elsewhere (another zone, type or charge type); everything else is perma
 
 from __future__ import annotations
 
+from ...errors import EXIT_CLOUD_ERROR, CvmjobError
 
-class CloudError(Exception):
+
+class CloudError(CvmjobError):
+    """The cloud refused: a user who meets one outside a job (a plan, gc) gets it as one line, exit 3."""
+
+    exit_code = EXIT_CLOUD_ERROR
+
     def __init__(self, code: str, message: str, request_id: str | None = None) -> None:
         super().__init__(f"{code}: {message}" + (f" (request {request_id})" if request_id else ""))
         self.code = code
         self.message = message
         self.request_id = request_id
+
+    def hint(self) -> str:
+        return f"the cloud refused: {self}"
 
 
 class TransientError(CloudError):
