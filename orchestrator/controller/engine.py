@@ -3,9 +3,10 @@
 A round looks at the cloud once per account and region for all the jobs that are due (``observe.look``), and once
 that look is back steps each of them on a small pool of threads: read its agents' documents, decide (pure),
 execute. The main thread only reads the store and schedules: the looks, the agents' signals and the steps all run
-on the pool, so that a slow cloud never holds up the claims of new jobs. A job is due
-again when decide said (a ``Wait``: fast while it launches or recovers, slow while it trains), at once after any
-other action, or when woken. A step still running (an action retrying a throttled call) delays only its own job.
+on the pool, so that a slow cloud never holds up the claims of new jobs. A job is due again when decide said (a
+``Wait``: fast while it launches or recovers, slow while it trains), at once after any other action, when woken,
+or at the next round once a cancel is requested for it. A step still running (an action retrying a throttled
+call) delays only its own job.
 Steps run most urgent first (controller/steps.py): launches and recoveries, then the jobs booting or ending, then
 the looks at training jobs; only the urgent ones wait for API tokens as long as it takes, the others give their
 thread back after PATIENCE_SECONDS and come back when their turn is near (providers/tencent/budget.py).
@@ -30,7 +31,7 @@ from typing import Any
 
 from ..contract import SIGNALS_PREFIX
 from ..lifecycle.actions import Action, Move, Wait
-from ..lifecycle.decide import decide
+from ..lifecycle.decide import ACTS_ON_CANCEL, decide
 from ..lifecycle.execute import Emit, Executor, Next, PermanentFailure
 from ..lifecycle.machine import JobState
 from ..lifecycle.observation import Observation
@@ -187,6 +188,9 @@ class Engine:
         self._collect()
         now = self._round_at = self.now()
         self._read_signals(now)
+        for job_id in self.store.cancels_for(self.owner, ACTS_ON_CANCEL) if self.held else ():
+            if (cancelled := self.held.get(job_id)) is not None and cancelled.step is None:
+                cancelled.due_at = min(cancelled.due_at, now)
         # Only the due jobs are read: a job changes only through its own steps (or a cancel, which its next look
         # sees); reading every held job at every round was most of a controller's CPU with a thousand of them.
         # Two queries a round, whatever the number of due jobs (a query per job each was a busy controller's

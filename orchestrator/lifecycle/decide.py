@@ -55,6 +55,11 @@ _FAILURE_STATES = {
 }
 
 
+# The states whose decision changes when a cancel is requested (the handlers below); in the others the cancel is
+# already being carried out, or is too late.
+ACTS_ON_CANCEL = frozenset({S.PENDING, S.STAGING, S.LAUNCHING, S.BOOTING, S.RUNNING, S.RECOVERING, S.KEEPING})
+
+
 def decide(
     job: JobRecord, nodes: list[NodeRecord], obs: Observation, settings: Settings, plan: Plan, entered_at: float
 ) -> list[Action]:

@@ -388,6 +388,14 @@ class Store:
         with self._read() as conn:
             return conn.execute(query).first() is not None
 
+    def cancels_for(self, owner: str, states: Iterable[JobState]) -> list[str]:
+        """The jobs ``owner`` holds whose cancel was requested while in one of ``states`` (one query a round: a
+        controller acts on a `cvmjob cancel` at once, not at the job's next routine look)."""
+        query = select(jobs.c.job_id).where(jobs.c.lease_owner == owner, jobs.c.cancel_requested == 1,
+                                            jobs.c.state.in_([s.value for s in states]))
+        with self._read() as conn:
+            return list(conn.execute(query).scalars())
+
     def count_active(self) -> int:
         """How many jobs have not ended (a controller's fair share is a part of them)."""
         with self._read() as conn:

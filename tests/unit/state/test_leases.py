@@ -173,3 +173,16 @@ def test_count_active_counts_the_jobs_that_have_not_ended(store_url: str) -> Non
     token = store.acquire("job-a", "me", 30, 1.0)
     store.transition("job-a", token, JobState.PENDING, JobState.CANCELLED, "cancelled", 2.0)
     assert store.count_active() == 1
+
+
+def test_a_controller_finds_the_cancels_it_has_to_act_on(open_store: Opener) -> None:
+    store = open_store()
+    ids = add_jobs(store, 4)
+    held = dict(store.claim("a", ttl=30, now=10, limit=3))
+    store.acquire(ids[3], "b", ttl=30, now=10)
+    for job_id in ids:
+        store.request_cancel(job_id, 11)
+    store.transition(ids[2], held[ids[2]], JobState.PENDING, JobState.STAGING, "staging", 12)
+    assert sorted(store.cancels_for("a", {JobState.PENDING})) == [ids[0], ids[1]]  # not b's, not STAGING
+    assert sorted(store.cancels_for("a", {JobState.PENDING, JobState.STAGING})) == ids[:3]
+    assert store.cancels_for("c", {JobState.PENDING}) == []
