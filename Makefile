@@ -34,11 +34,12 @@ lint: install
 	$(VENV)/bin/hadolint Dockerfile
 
 # The whole suite on the embedded SQLite store (PostgreSQL where a test is marked postgres), then the crash-point
-# suite again with every scenario on a PostgreSQL store of its own: the store is what a killed controller leaves.
+# suite and the fault matrix again with every scenario on a PostgreSQL store of its own: the store is what a killed
+# controller leaves, and every scenario's controllers write to it.
 test: install clients postgres lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
 	CVMJOB_FAULT_DB=postgres CVMJOB_RELIABILITY_REPORT=$(VENV)/reliability-postgres.md \
-		$(VENV)/bin/pytest tests/faults/test_crash_points.py
+		$(VENV)/bin/pytest tests/faults/test_crash_points.py tests/faults/test_matrix.py
 
 demo: install
 	$(VENV)/bin/cvmjob emulator seed jobs/quickstart/dataset cos://cvmjob-examples-1250000000/quickstart/
