@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from orchestrator.contract import SILENT_AFTER, JobLayout, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import Observation
-from orchestrator.lifecycle.observe import observe
+from orchestrator.lifecycle.observe import look, observe
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState
@@ -184,3 +184,24 @@ def test_a_result_is_read_only_once_the_status_says_the_attempt_may_have_ended(j
     assert not result_seen(Phase.TRAINING, 999.0)  # in progress and fresh: no result can be there yet
     assert result_seen(Phase.DONE, 999.0)
     assert result_seen(Phase.TRAINING, 1000.0 - SILENT_AFTER - 1)  # its final heartbeat may have failed
+
+
+def test_a_look_at_many_jobs_takes_the_fewest_calls(job: Job, emulator: EmulatorProcess) -> None:
+    instance_id = job.launch_node(1, 0)
+    job.record(1, 0, instance_id)
+    others: list[tuple[JobRecord, list[NodeRecord]]] = [
+        (replace(job.job(), job_id=f"job-other{n:02d}"), []) for n in range(11)]
+    jobs = [(job.job(), job.store.nodes(job.job_id)), *others]
+    # Every cvmjob instance of this emulator (other tests' too), 100 a page.
+    pages = -(-len(compute.find_by_tag_key(job.sdk, "cvmjob:job")) // 100)
+
+    def calls(among: int) -> int:
+        before = len(emulator.admin.calls("cvm", "DescribeInstances"))
+        looks = look(job.sdk, jobs, among)
+        assert [i.instance_id for i in looks[job.job_id].tagged] == [instance_id]
+        assert all(looks[other.job_id].tagged == () for other, _ in others)
+        return len(emulator.admin.calls("cvm", "DescribeInstances")) - before
+
+    assert calls(among=1000) == 3  # twelve jobs by tag value, five a call: fewer calls than ten pages
+    if pages < 3:
+        assert calls(among=12) == pages  # all of them listed: fewer calls than by value
