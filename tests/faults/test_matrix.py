@@ -619,9 +619,14 @@ def fifty_jobs(w: World) -> None:
         w.admin.set_stock(zone, TYPE, "POSTPAID_BY_HOUR", 30)
     w.note(f"stock 30 for {TYPE} in ap-guangzhou-3 and -4")
     extra = ["--cancel-when-booting"] if FIFTY_MODE == "launch" else []
+    # Cancelled: a training long enough (60 s) that the cancel always reaches it first. With three steps of 50 ms,
+    # an agent that started before its controller stepped the job again finished first, and the job rightly
+    # SUCCEEDED (17 of 50 in a CI run once the controller reached RUNNING sooner).
+    training = train(steps=3, step_seconds=0.05, every=3) if FIFTY_MODE == "run" else \
+        train(steps=1200, step_seconds=0.05, every=200)
     result = subprocess.run(
         [sys.executable, "-m", "tests.faults.many", str(FIFTY), str(JOB), "--set", "snapshot.enabled=false",
-         "--set", train(steps=3, step_seconds=0.05, every=3), *extra],
+         "--set", training, *extra],
         env=w.env(), capture_output=True, text=True, timeout=400, cwd=REPO, check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
