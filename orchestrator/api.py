@@ -304,36 +304,28 @@ def hand_to_controller(store: Store, lease_seconds: float) -> str:
     live = store.live_controllers(time.time(), lease_seconds)
     if live:
         return f"controller {live[0].owner}"
-    log = _background_log("controller")
-    with log.open("ab") as out:
-        subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli.main", "controller", "--exit-when-idle"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    log = _in_background(["controller", "--exit-when-idle"], "controller")
     return f"a controller started in the background (its log: {log})"
 
 
 def spawn_driver(job_id: str) -> Path:
     """A process of its own driving the job (`resume --detach`: it may take over a lease a controller would wait
     out); returns its log."""
-    log = _background_log(job_id)
+    return _in_background(["_drive", job_id], job_id)
+
+
+def _in_background(command: list[str], log_name: str) -> Path:
+    """``cvmjob <command>`` in a session of its own, its output appended to the log it returns."""
+    log = state_db().parent / "logs" / f"{log_name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.cli.main", "_drive", job_id],
+            [sys.executable, "-m", "orchestrator.cli.main", *command],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    return log
-
-
-def _background_log(name: str) -> Path:
-    log = state_db().parent / "logs" / f"{name}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     return log
 
 

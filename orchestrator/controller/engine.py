@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -208,13 +209,13 @@ class Engine:
         for job in due:
             held = self.held[job.job_id]
             by_connection.setdefault(id(held.sdk), []).append((held, job, nodes_of[job.job_id]))
+        held_on = Counter(id(h.sdk) for h in self.held.values())
         for group in by_connection.values():
             # On the pool, so that a slow DescribeInstances never holds up the main thread's claims; the round
             # after it came back (it wakes the engine) steps its jobs.
             sdk = group[0][0].sdk
-            among = sum(1 for h in self.held.values() if h.sdk is sdk)
             looking = self._pool.submit(Urgency.NOW, partial(_look, sdk, [(job, nodes) for _, job, nodes in group],
-                                                             among))
+                                                             held_on[id(sdk)]))
             looking.add_done_callback(lambda _: self.wake.set())
             for held, _, _ in group:
                 held.step = looking

@@ -101,16 +101,20 @@ class ApiBudget:
     def _defer(self, service: str, action: str, region: str, delay: float) -> float:
         """The seconds after which a caller sent away now should come back: one slot (1/rate) after the callers
         sent away before it, so that they return spread at the rate rather than all at once."""
-        rate = rate_of(service, action) * max(0.01, min(1.0, self.share()))
+        rate = max(self._rate(service, action), 1e-3)  # a share of 0 sends callers away for good, nearly
         with self._lock:
             now = self.now()
             bucket = self._buckets[(service, action, region)]
             bucket.deferred_until = max(bucket.deferred_until, now + delay) + 1 / rate
             return bucket.deferred_until - now
 
+    def _rate(self, service: str, action: str) -> float:
+        """This controller's part of the action's rate."""
+        return rate_of(service, action) * max(0.0, min(1.0, self.share()))
+
     def _take(self, service: str, action: str, region: str) -> float:
         """0 when a token was taken, else the seconds until one will be there."""
-        rate = rate_of(service, action) * max(0.0, min(1.0, self.share()))
+        rate = self._rate(service, action)
         if rate <= 0:
             return 1.0
         with self._lock:
