@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 from qcloud_cos import CosConfig, CosS3Client
 
 from orchestrator import api
-from orchestrator.contract import JobLayout, Outcome, Phase, Result, Status
+from orchestrator.contract import JobLayout, Outcome, Phase, Result, Status, signal_for
 from orchestrator.emulator.catalog import INSTANCE_TYPES_BY_NAME, zones_of
 from orchestrator.emulator.client import AdminClient, AdminError
 from orchestrator.lifecycle.execute import client_token
@@ -378,7 +378,7 @@ class Agents:
 
     def _signal(self, agent: Agent, phase: Phase, now: float) -> None:
         """What a real agent's heartbeat puts once its status says the attempt ended (contract.SIGNALS_PREFIX)."""
-        self._put(JobLayout(agent.job_id).signal(agent.attempt, agent.node),
+        self._put(signal_for(JobLayout(agent.job_id).signal(agent.attempt, agent.node), phase),
                   json.dumps({"phase": phase.value, "time": now}))
 
     def _result(self, agent: Agent, outcome: Outcome, reason: str, now: float) -> None:

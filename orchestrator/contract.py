@@ -175,6 +175,22 @@ class Phase(str, Enum):
 ENDED_PHASES = frozenset({Phase.PREEMPTED, Phase.CANCELLED, Phase.DONE, Phase.FAILED})
 
 
+def signal_for(base: str, phase: Phase) -> str:
+    """Where an agent puts the signal of ``phase`` (one of ENDED_PHASES) at its ``AgentConfig.signal_key``: the
+    phase is in the key, so that a listing of the signals alone tells a reclaim (urgent: its notice runs out) from
+    a training that ended, without reading a document per signal."""
+    return f"{base}.{phase.value}"
+
+
+def signalled_phase(key: str) -> Phase | None:
+    """The phase a signal's key names; None when it names none (an agent of an earlier release put it)."""
+    _, dot, name = key.rpartition(".")
+    try:
+        return Phase(name) if dot else None
+    except ValueError:
+        return None
+
+
 class GpuStat(_Model):
     index: int
     utilization: float

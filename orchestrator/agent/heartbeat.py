@@ -1,12 +1,13 @@
 """status.json: the agent's heartbeat, one put per beat (and one at every phase change); and the node's signal
-(contract.SIGNALS_PREFIX), put once when the status first says the attempt ended, so the controller looks at once."""
+(contract.SIGNALS_PREFIX, its phase in the key), put once when the status first says the attempt ended, so the
+controller looks at once."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from orchestrator.contract import ENDED_PHASES, GpuStat, Phase
+from orchestrator.contract import ENDED_PHASES, GpuStat, Phase, signal_for
 from orchestrator.providers.tencent.errors import CloudError
 from orchestrator.providers.tencent.storage import ObjectStore
 
@@ -31,7 +32,8 @@ class Heartbeat:
         if self.signal_key is None or status.phase not in ENDED_PHASES or status.phase == self._signalled:
             return
         try:
-            self.store.put_json(self.signal_key, {"phase": status.phase.value, "time": status.time})
+            self.store.put_json(signal_for(self.signal_key, status.phase),
+                                {"phase": status.phase.value, "time": status.time})
         except CloudError as exc:  # the status is written: the controller's regular look still sees it
             log.warning("could not signal the controller (%s): it sees the status at its next look", exc)
         self._signalled = status.phase

@@ -30,7 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..contract import SIGNALS_PREFIX
+from ..contract import SIGNALS_PREFIX, Phase, signalled_phase
 from ..lifecycle.actions import Action, Move, Wait
 from ..lifecycle.decide import ACTS_ON_CANCEL, decide
 from ..lifecycle.execute import Emit, Executor, Next, PermanentFailure
@@ -63,6 +63,14 @@ ROUTINE_LOOKS_PER_SECOND = 30.0
 _URGENT = {JobState.PENDING, JobState.STAGING, JobState.LAUNCHING, JobState.RECOVERING}
 
 
+def signal_urgency(key: str) -> Urgency:
+    """A reclaim's signal (or one that names no phase) is urgent: its notice runs out. A training that ended, failed
+    or was cancelled waits behind them: hundreds of trainings ending together (a sweep's trials) were as many
+    urgent steps, and the reclaims signalled among them waited for tens of seconds."""
+    phase = signalled_phase(key)
+    return Urgency.NOW if phase in (None, Phase.PREEMPTED) else Urgency.SOON
+
+
 @dataclass
 class Controls:
     """How a user (or a signal handler) steers a driven job from outside the loop."""
@@ -91,7 +99,7 @@ class Held:
     on_round: OnRound | None = None
     due_at: float = 0.0
     step: Future[Any] | None = None  # its step in flight, or the look at the cloud its next step waits for
-    signalled: bool = False  # its agents signalled the end of an attempt: its next step is urgent
+    signalled: Urgency | None = None  # its agents signalled the end of an attempt: how urgent its next step is
 
 
 _Due = tuple[Held, JobRecord, list[NodeRecord]]  # a job due in a round, as read for it
@@ -237,7 +245,8 @@ class Engine:
         self._looks = waiting
 
     def _read_signals(self, now: float) -> None:
-        """Jobs whose agents signalled the end of an attempt (contract.SIGNALS_PREFIX) are due now, and urgent.
+        """Jobs whose agents signalled the end of an attempt (contract.SIGNALS_PREFIX) are due now, their next step
+        as urgent as signal_urgency says.
 
         The listing runs on the step pool, one per bucket at a time, and is used by the round after it came back
         (its coming back wakes the engine): a slow COS answer on the main thread delayed every job's round, and
@@ -267,7 +276,8 @@ class Engine:
                 others.setdefault(job_id, []).append(key)
             elif signalled.step is None:
                 signalled.due_at = min(signalled.due_at, now)
-                signalled.signalled = True
+                urgency = signal_urgency(key)
+                signalled.signalled = urgency if signalled.signalled is None else min(signalled.signalled, urgency)
                 used.append(key)
         if others:
             known = self.store.get_many(others)
@@ -285,11 +295,13 @@ class Engine:
         self._submit(held, job, [], CloudLook())
 
     def _submit(self, held: Held, job: JobRecord, nodes: list[NodeRecord], seen: CloudLook | CloudError) -> None:
-        if job.state in _URGENT or held.signalled or held.controls.teardown_now.is_set():
+        if job.state in _URGENT or held.controls.teardown_now.is_set():
             urgency = Urgency.NOW
+        elif held.signalled is not None:
+            urgency = held.signalled
         else:
             urgency = Urgency.ROUTINE if job.state == JobState.RUNNING else Urgency.SOON
-        held.signalled = False
+        held.signalled = None
         held.step = self._pool.submit(urgency, partial(self._step, held, job, nodes, seen, urgency))
         held.step.add_done_callback(lambda _: self.wake.set())
 

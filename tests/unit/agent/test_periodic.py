@@ -57,8 +57,9 @@ def test_the_end_of_an_attempt_is_signalled_once_after_its_status(caplog: pytest
     board.set_phase(Phase.PREEMPTED, "spot reclaim notice")
     beat.tick()
     beat.tick()
-    assert store.puts == ["status.json", "status.json", "signals/job-1/1-0", "status.json"]  # once, status first
-    assert store.get_json("signals/job-1/1-0")["phase"] == "preempted"
+    # once, status first, the phase in its key
+    assert store.puts == ["status.json", "status.json", "signals/job-1/1-0.preempted", "status.json"]
+    assert store.get_json("signals/job-1/1-0.preempted")["phase"] == "preempted"
     board.set_phase(Phase.FAILED)
 
     def refused(key: str, data: bytes, content_type: str = "") -> object:
