@@ -197,6 +197,7 @@ class Engine:
         self._collect()
         now = self._round_at = self.now()
         self._read_signals(now)
+        self._list_signals()
         for job_id in self.store.cancels_for(self.owner, ACTS_ON_CANCEL) if self.held else ():
             if (cancelled := self.held.get(job_id)) is not None and cancelled.step is None:
                 cancelled.due_at = min(cancelled.due_at, now)
@@ -244,21 +245,26 @@ class Engine:
                     self._submit(held, job, nodes, looks if isinstance(looks, CloudError) else looks[job.job_id])
         self._looks = waiting
 
-    def _read_signals(self, now: float) -> None:
+    def _read_signals(self, now: float) -> bool:
         """Jobs whose agents signalled the end of an attempt (contract.SIGNALS_PREFIX) are due now, their next step
-        as urgent as signal_urgency says.
+        as urgent as signal_urgency says; True when one of them is urgent (the engine need not wait for the tick).
 
-        The listing runs on the step pool, one per bucket at a time, and is used by the round after it came back
-        (its coming back wakes the engine): a slow COS answer on the main thread delayed every job's round, and
-        the claims. A signal is deleted once used, or once its job has ended in this store; another store's are
-        left to its controllers, and a job in the middle of a step keeps its signal for the next listing (the step
-        may have looked before it)."""
+        The listing runs on the step pool, one per bucket at a time (_list_signals, at every round), and is read
+        as soon as it came back (its coming back wakes the engine): a slow COS answer on the main thread delayed
+        every job's round, and the claims. A signal is deleted once used, or once its job has ended in this store;
+        another store's are left to its controllers. A job in the middle of a step keeps its signal for the next
+        listing (the step may have looked before it), and its step, if still queued, is hurried: a reclaimed
+        job's routine look waited behind hundreds of teardowns."""
+        urgent = False
         for where, listing in list(self._listings.items()):
             if listing.done():
                 del self._listings[where]
                 state, keys = listing.result()
                 if keys is not None:
-                    self._use_signals(state, keys, now)
+                    urgent |= self._use_signals(state, keys, now)
+        return urgent
+
+    def _list_signals(self) -> None:
         for held in self.held.values():
             state = held.executor.state
             where = (id(held.sdk), state.bucket)
@@ -266,25 +272,31 @@ class Engine:
                 self._listings[where] = listing = self._pool.submit(Urgency.NOW, partial(_list_signals, state))
                 listing.add_done_callback(lambda _: self.wake.set())
 
-    def _use_signals(self, state: ObjectStore, keys: list[str], now: float) -> None:
+    def _use_signals(self, state: ObjectStore, keys: list[str], now: float) -> bool:
         used: list[str] = []
         others: dict[str, list[str]] = {}
+        urgent = False
         for key in keys:
             job_id = key[len(SIGNALS_PREFIX) :].split("/", 1)[0]
             signalled = self.held.get(job_id)
             if signalled is None:
                 others.setdefault(job_id, []).append(key)
-            elif signalled.step is None:
+                continue
+            urgency = signal_urgency(key)
+            signalled.signalled = urgency if signalled.signalled is None else min(signalled.signalled, urgency)
+            if signalled.step is None:
                 signalled.due_at = min(signalled.due_at, now)
-                urgency = signal_urgency(key)
-                signalled.signalled = urgency if signalled.signalled is None else min(signalled.signalled, urgency)
                 used.append(key)
+                urgent |= urgency == Urgency.NOW
+            else:
+                self._pool.hurry(signalled.step, urgency)
         if others:
             known = self.store.get_many(others)
             used += [k for job_id, ks in others.items() if job_id in known and known[job_id].state.is_terminal()
                      for k in ks]
         if used:
             self._pool.submit(Urgency.SOON, partial(_delete_signals, state, used))
+        return urgent
 
     def start(self, job: JobRecord) -> None:
         """Step a job just held that is still PENDING now, without waiting for a round: nothing of it is in the
@@ -307,7 +319,8 @@ class Engine:
 
     def sleep(self, between: Callable[[], None] | None = None) -> None:
         """Until a job is due, a step ends, a job's controls ask for it, or someone wakes the engine; never less
-        than the tick after the last round began (the jobs due meanwhile share the next round's look).
+        than the tick after the last round began (the jobs due meanwhile share the next round's look), unless a
+        signal made a job urgent. The looks and listings that come back meanwhile are used at once.
         ``between`` is called every BETWEEN_SECONDS meanwhile."""
         earliest = self._round_at + self.tick_seconds
         idle = [h.due_at for h in self.held.values() if h.step is None]
@@ -319,6 +332,9 @@ class Engine:
                 between()
             if self.wake.wait(min(left, WAKE_POLL_SECONDS)):
                 self.wake.clear()
+                self._step_looked()  # a look came back: its jobs' steps need no round
+                if self._read_signals(self.now()):
+                    break  # a reclaim: its look at once, not at the tick
                 until = min(until, earliest)  # a step ended: its job may be due at once, at the next tick
                 if self.now() >= earliest:
                     break
@@ -401,8 +417,6 @@ class Engine:
             actions = decide(job, nodes, observation, held.settings, held.plan, job.entered_at)
             held.due_at = self._act(held, job, actions)
             if held.due_at > self.now():
-                if job.state == JobState.RUNNING:  # a look at a training job: spread over its share of the rate
-                    held.due_at = max(held.due_at, self.now() + len(self.held) / ROUTINE_LOOKS_PER_SECOND)
                 return
             moved = self.store.get(job.job_id)
             if moved is None or (job.state, moved.state) not in _NOTHING_CREATED_YET:
@@ -417,7 +431,11 @@ class Engine:
         for action in actions:
             try:
                 if executor.run(action) is Next.LOOK_AGAIN:
-                    return self.now() + (action.seconds if isinstance(action, Wait) else 0.0)
+                    if not isinstance(action, Wait):
+                        return self.now()
+                    if action.routine:  # a look at a training job: spread over its share of the rate
+                        return self.now() + max(action.seconds, len(self.held) / ROUTINE_LOOKS_PER_SECOND)
+                    return self.now() + action.seconds
             except PermanentFailure as exc:
                 executor.emit("error", str(exc))
                 current = self.store.get(job.job_id)

@@ -97,6 +97,9 @@ class Wait:
     seconds: float
     reason: str
     tell: bool = False  # worth a line to the user (once while the reason stays the same): routine waits are not
+    # A look at agents that train, nothing expected of them but their reports: a controller holding many jobs may
+    # spread these looks out (controller/engine.py), and no other wait.
+    routine: bool = False
 
 
 Action = (

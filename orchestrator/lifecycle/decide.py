@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import SILENT_AFTER, Outcome, Phase, Result
+from ..contract import ENDED_PHASES, SILENT_AFTER, Outcome, Phase, Result
 from ..plan.models import Placement, Plan
 from ..providers.tencent.vocabulary import ChargeType, InstanceState
 from ..state.store import JobRecord, NodeRecord
@@ -279,7 +279,11 @@ def _running(r: _Round) -> list[Action]:
             MarkNodes(updates),
             Move(S.RECOVERING, f"no heartbeat for {r.s.recovery.heartbeat_stale_after:.0f} s"),
         ]
-    return [*_refresh(r), Wait(r.s.poll_training_seconds, "running")]
+    if any(v.node in mine and v.result is None and v.status is not None and v.status.phase in ENDED_PHASES
+           for v in r.obs.nodes):
+        # The agent signals its end before its result: a reclaimed node's emergency checkpoint, a last upload.
+        return [*_refresh(r), Wait(r.s.poll_seconds, "an agent ended its attempt; its result follows")]
+    return [*_refresh(r), Wait(r.s.poll_training_seconds, "running", routine=True)]
 
 
 def _recovering(r: _Round) -> list[Action]:

@@ -34,3 +34,25 @@ def test_a_step_carries_its_result_or_its_error_and_stop_runs_what_is_queued() -
     pool.stop()
     assert isinstance(failed.exception(), ZeroDivisionError)
     assert [r.result() for r in results] == list(range(20))
+
+
+def test_a_queued_step_hurried_runs_before_the_less_urgent_and_only_once() -> None:
+    pool = StepPool(1, "test")
+    started, gate = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        gate.wait(10)
+
+    pool.submit(Urgency.NOW, hold)
+    assert started.wait(10)
+    ran: list[str] = []
+    for name in ("s1", "s2"):
+        pool.submit(Urgency.SOON, partial(ran.append, name))
+    late = pool.submit(Urgency.ROUTINE, partial(ran.append, "reclaimed"))
+    pool.hurry(late, Urgency.NOW)
+    pool.hurry(late, Urgency.NOW)  # twice: it still runs once
+    gate.set()
+    pool.stop()
+    assert ran == ["reclaimed", "s1", "s2"]
+    pool.hurry(late, Urgency.NOW)  # done: nothing to hurry

@@ -223,6 +223,16 @@ def test_preempted_agent_report_recovers() -> None:
     assert actions == [MarkNodes(((0, "lost", "preempted: notice"),)), Move(S.RECOVERING, "spot reclaim: notice")]
 
 
+def test_a_training_is_looked_at_routinely_and_an_ended_attempt_soon_for_its_result() -> None:
+    assert run(job(S.RUNNING), seen(instance(), status()))[-1] == Wait(SETTINGS.poll_training_seconds, "running",
+                                                                        routine=True)
+    # The status says the attempt ended (the emergency checkpoint goes up before the result): not a routine look,
+    # which a controller holding a thousand jobs spreads over half a minute.
+    for phase in (Phase.PREEMPTED, Phase.DONE):
+        assert run(job(S.RUNNING), seen(instance(), status(phase)))[-1] == Wait(
+            SETTINGS.poll_seconds, "an agent ended its attempt; its result follows")
+
+
 def test_instance_gone_without_a_result_is_a_reclaim_without_notice() -> None:
     actions = run(job(S.RUNNING), seen(None, status()))
     assert isinstance(actions[0], MarkNodes) and actions[0].updates[0][1] == "lost"
