@@ -231,6 +231,9 @@ class Agent:
     ending: bool = False  # the attempt's end is being written
     done: bool = False  # the Result is written (or the instance went away)
     reclaim_asked: bool = False
+    # Held while a heartbeat or the end is written: a routine beat queued before the end and put after it hid a
+    # reclaim for half a minute (a real agent's status never goes back from an ended phase).
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, now: float) -> int:
         return int((now - (self.running_since or now)) * STEPS_PER_SECOND)
@@ -347,11 +350,21 @@ class Agents:
             self._end(agent, self._succeeded, agent, now)
         elif not agent.busy and now - agent.beat_at >= self.heartbeat:
             agent.busy = True
-            self._pool.submit(self._write, agent, "busy", self._beat, agent, Phase.TRAINING, now, None)
+            self._pool.submit(self._write, agent, "busy", self._training_beat, agent, now)
+
+    def _training_beat(self, agent: Agent, now: float) -> None:
+        with agent.lock:
+            if not (agent.ending or agent.done):
+                self._beat(agent, Phase.TRAINING, now, None)
 
     def _end(self, agent: Agent, write: Callable[..., None], *args: Any) -> None:
         agent.ending = True
-        self._ending.submit(self._write, agent, "ending", write, *args)
+        self._ending.submit(self._write, agent, "ending", self._locked, agent, write, *args)
+
+    @staticmethod
+    def _locked(agent: Agent, write: Callable[..., None], *args: Any) -> None:
+        with agent.lock:
+            write(*args)
 
     def _write(self, agent: Agent, flag: str, write: Callable[..., None], *args: Any) -> None:
         """``write(*args)``, then ``agent.<flag>`` cleared: a failed write is tried again by the next round."""

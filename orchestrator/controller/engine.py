@@ -313,8 +313,8 @@ class Engine:
             urgency = held.signalled
         else:
             urgency = Urgency.ROUTINE if job.state == JobState.RUNNING else Urgency.SOON
-        held.signalled = None
-        held.step = self._pool.submit(urgency, partial(self._step, held, job, nodes, seen, urgency))
+        signalled, held.signalled = held.signalled is not None, None
+        held.step = self._pool.submit(urgency, partial(self._step, held, job, nodes, seen, urgency, signalled))
         held.step.add_done_callback(lambda _: self.wake.set())
 
     def sleep(self, between: Callable[[], None] | None = None) -> None:
@@ -387,12 +387,12 @@ class Engine:
 
     # -- one job's step -------------------------------------------------------------------------------------
     def _step(self, held: Held, job: JobRecord, nodes: list[NodeRecord], seen: CloudLook | CloudError,
-              urgency: Urgency) -> None:
+              urgency: Urgency, signalled: bool) -> None:
         with patience(None if urgency == Urgency.NOW else PATIENCE_SECONDS):
-            self._step_patiently(held, job, nodes, seen)
+            self._step_patiently(held, job, nodes, seen, signalled)
 
     def _step_patiently(self, held: Held, job: JobRecord, nodes: list[NodeRecord],
-                        seen: CloudLook | CloudError) -> None:
+                        seen: CloudLook | CloudError, signalled: bool) -> None:
         executor, controls = held.executor, held.controls
         if controls.teardown_now.is_set() and job.state != JobState.TEARING_DOWN:
             if job.state == JobState.PENDING:
@@ -408,7 +408,7 @@ class Engine:
             if isinstance(seen, CloudError):
                 observation = Observation(now=now, cloud_ok=False, cloud_error=str(seen))
             else:
-                observation = observe_agents(job, nodes, seen, executor.state, now)
+                observation = observe_agents(job, nodes, seen, executor.state, now, signalled)
             if held.settings.pool is not None:
                 idle = PoolStore(self.store).idle(held.settings.pool, held.plan.reserved_placements())
                 observation = replace(observation, pool_idle=idle)

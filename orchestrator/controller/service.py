@@ -61,7 +61,8 @@ class Service:
             while not self.draining.is_set():
                 try:
                     self._beat()
-                    self._claim()
+                    for job in self._claim():  # a new job's first steps need no look: at once, not after one
+                        self.engine.start(job)
                 except StoreBusy as exc:  # the jobs held go on; the next round claims
                     self.say(f"controller: {exc}; claiming again at the next round")
                 for job in self.engine.round():

@@ -92,8 +92,10 @@ def observe(job: JobRecord, nodes: list[NodeRecord], sdk: TencentSdk, state: Obj
 
 
 def observe_agents(job: JobRecord, nodes: list[NodeRecord], cloud: CloudLook, state: ObjectStore,
-                   now: float) -> Observation:
-    """The job's observation from the round's look at the cloud and its agents' documents."""
+                   now: float, signalled: bool = False) -> Observation:
+    """The job's observation from the round's look at the cloud and its agents' documents. A node's result is
+    read when its status says it ended or went silent, or when its agents ``signalled`` an end (their signal
+    tells it whatever a status read a moment before it was put says)."""
     current = _current(job, nodes)
     by_node: dict[int, compute.InstanceView] = {}
     strays: list[compute.InstanceView] = []
@@ -116,7 +118,7 @@ def observe_agents(job: JobRecord, nodes: list[NodeRecord], cloud: CloudLook, st
         if job.state in _AGENT_STATES:
             try:
                 status = _load(state, layout.status(job.attempt, n), Status)
-                if status is None or status.phase in ENDED_PHASES or now - status.time > SILENT_AFTER:
+                if signalled or status is None or status.phase in ENDED_PHASES or now - status.time > SILENT_AFTER:
                     result = _load(state, layout.result(job.attempt, n), Result)
             except CloudError as exc:
                 agents_ok, agent_error = False, str(exc)

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.contract import SILENT_AFTER, JobLayout, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import Observation
-from orchestrator.lifecycle.observe import look, observe
+from orchestrator.lifecycle.observe import look, observe, observe_agents
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState
@@ -175,15 +175,17 @@ def test_a_result_is_read_only_once_the_status_says_the_attempt_may_have_ended(j
                                                    outcome=Outcome.SUCCEEDED, exit_code=0, reason="done",
                                                    final_step=9, time=999.0).model_dump(mode="json"))
 
-    def result_seen(phase: Phase, at: float) -> bool:
+    def result_seen(phase: Phase, at: float, signalled: bool = False) -> bool:
         job.state.put_json(layout.status(1, 0), Status(attempt=1, node_rank=0, instance_id=instance_id,
                                                        phase=phase, time=at, seq=1, step=9).model_dump())
-        (node,) = job.observe().nodes  # at 1000.0
+        look_ = look(job.sdk, [(job.job(), job.store.nodes(job.job_id))])[job.job_id]
+        (node,) = observe_agents(job.job(), job.store.nodes(job.job_id), look_, job.state, 1000.0, signalled).nodes
         return node.result is not None
 
     assert not result_seen(Phase.TRAINING, 999.0)  # in progress and fresh: no result can be there yet
     assert result_seen(Phase.DONE, 999.0)
     assert result_seen(Phase.TRAINING, 1000.0 - SILENT_AFTER - 1)  # its final heartbeat may have failed
+    assert result_seen(Phase.TRAINING, 999.0, signalled=True)  # the signal came after the status was read
 
 
 def test_a_look_at_many_jobs_takes_the_fewest_calls(job: Job, emulator: EmulatorProcess) -> None:
