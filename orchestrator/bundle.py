@@ -90,17 +90,23 @@ def workdir_archive(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> A
     return Archive(dest, len(files), size, _sha256(dest))
 
 
-def agent_wheel(dest_dir: Path) -> Path:
-    """A pure-Python wheel of this installation's ``orchestrator`` package (minus the emulator and the CLI)."""
-    dest = dest_dir / f"cvmjob-{__version__}-py3-none-any.whl"
-    dest.write_bytes(_agent_wheel_bytes())
-    return dest
+@dataclass(frozen=True)
+class Wheel:
+    name: str  # its file name, as pip wants it
+    data: bytes
+    sha256: str
 
 
 @functools.cache
+def agent_wheel() -> Wheel:
+    """A pure-Python wheel of this installation's ``orchestrator`` package (minus the emulator and the CLI).
+    Built once a process: a controller stages every job with the same wheel (building it for each took a quarter
+    of a busy controller's CPU)."""
+    data = _agent_wheel_bytes()
+    return Wheel(f"cvmjob-{__version__}-py3-none-any.whl", data, hashlib.sha256(data).hexdigest())
+
+
 def _agent_wheel_bytes() -> bytes:
-    """Built once a process: a controller stages every job with the same wheel (building it for each took a
-    quarter of a busy controller's CPU)."""
     package_root = Path(__file__).resolve().parent
     dist_info = f"cvmjob-{__version__}.dist-info"
     records: list[str] = []

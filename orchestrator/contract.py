@@ -2,7 +2,8 @@
 
 The controller and the agent never talk directly (design.md §2). Each object has exactly one writer:
 - controller: ``spec.json``, ``bundle/*``, ``attempts/<n>/nodes/<k>/agent.json``, ``attempts/<n>/credentials.json``,
-  ``attempts/<n>/control.json``;
+  ``attempts/<n>/control.json``; and, beside the jobs' folders, the agent wheel the jobs of a bucket share
+  (``_agent/<sha256>/<wheel>``: a sweep of a thousand trials uploads it once);
 - agent: ``attempts/<n>/nodes/<k>/{status.json, result.json, logs/<seq>.log}``, ``attempts/<n>/rendezvous.json``
   (node 0), ``checkpoints/<name>/*`` and ``checkpoints/manifest.json`` (node 0, written last: only what the
   manifest lists is a complete checkpoint), ``outputs/*``.
@@ -23,6 +24,13 @@ ROOT = "cvmjob"
 # controller lists this prefix once a round and looks at those jobs at once, so it need not read every training
 # node's status every few seconds to see a reclaim notice within seconds.
 SIGNALS_PREFIX = f"{ROOT}/_signals/"
+AGENT_WHEELS_PREFIX = f"{ROOT}/_agent/"
+
+
+def agent_wheel_key(sha256: str, filename: str) -> str:
+    """Content-addressed: jobs of one release share the object, and another release never overwrites it."""
+    return f"{AGENT_WHEELS_PREFIX}{sha256}/{filename}"
+
 HEARTBEAT_SECONDS = 5.0  # an agent puts its status this often
 # A status older than three beats is an agent that went silent, not one whose put is late or in flight (two beats
 # counted the many late heartbeats of a loaded COS endpoint as silences): the controller reads its result then,
@@ -53,9 +61,6 @@ class JobLayout:
     @property
     def workdir_archive(self) -> str:
         return self.bundle_prefix + "workdir.tar.gz"
-
-    def agent_wheel(self, filename: str) -> str:
-        return self.bundle_prefix + filename
 
     def attempt_prefix(self, attempt: int) -> str:
         return f"{self.prefix}attempts/{attempt}/"

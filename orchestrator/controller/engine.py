@@ -33,7 +33,7 @@ from typing import Any
 from ..contract import SIGNALS_PREFIX, Phase, signalled_phase
 from ..lifecycle.actions import Action, Move, Wait
 from ..lifecycle.decide import ACTS_ON_CANCEL, decide
-from ..lifecycle.execute import Emit, Executor, Next, PermanentFailure
+from ..lifecycle.execute import Emit, Ensured, Executor, Next, PermanentFailure
 from ..lifecycle.machine import JobState
 from ..lifecycle.observation import Observation
 from ..lifecycle.observe import CloudLook, look, observe_agents
@@ -135,6 +135,7 @@ class Engine:
         self._listings: dict[tuple[int, str], Future[tuple[ObjectStore, list[str] | None]]] = {}
         self._looks: list[tuple[Future[dict[str, CloudLook] | CloudError], list[_Due]]] = []
         self._renewed = now()
+        self._ensured = Ensured()
 
     # -- holding jobs ---------------------------------------------------------------------------------------
     def hold(self, job: JobRecord, token: int, *, emit: Emit = lambda kind, message: None,
@@ -157,6 +158,7 @@ class Engine:
             source_dir=Path(job.source_dir),
             now=self.now,
             emit=emit,
+            ensured=self._ensured,
         )
         held = Held(job_id, token, target, sdk, executor, settings_from_json(job.settings), plan, controls, on_round)
         self.held[job_id] = held

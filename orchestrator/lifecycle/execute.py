@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import tempfile
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -29,6 +30,7 @@ from ..contract import (
     JobLayout,
     Location,
     TemporaryKeys,
+    agent_wheel_key,
 )
 from ..home import cvmjob_home
 from ..plan.models import Plan
@@ -79,6 +81,24 @@ class PermanentFailure(RuntimeError):
     """A cloud error no retry or other placement fixes (bad parameters, permissions): the job fails."""
 
 
+@dataclass
+class Ensured:
+    """What has been made sure of in state buckets: that one exists, that an agent wheel is in it. An engine's
+    executors share one, so that a controller staging a thousand jobs asks COS once, not once a job. A bucket or
+    wheel deleted behind a live controller is not noticed (the agents then fail to boot, and the job says so)."""
+
+    _done: set[tuple[str, str]] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def once(self, state: ObjectStore, what: str, ensure: Callable[[], None]) -> None:
+        where = (f"{state.sdk.region}/{state.bucket}", what)
+        with self._lock:
+            if where in self._done:
+                return
+        ensure()  # two threads may both ensure: each step of it is idempotent
+        with self._lock:
+            self._done.add(where)
+
 def client_token(job_id: str, attempt: int, node: int) -> str:
     """Deterministic per (job, attempt, node) and at most 64 ASCII characters (RunInstances' limit)."""
     return "cvmjob-" + hashlib.sha256(f"{job_id}/{attempt}/{node}".encode()).hexdigest()[:40]
@@ -102,6 +122,7 @@ class Executor:
     source_dir: Path
     now: Callable[[], float] = time.time
     emit: Emit = lambda kind, message: None
+    ensured: Ensured = field(default_factory=Ensured)  # shared by the executors of one engine
     _told: str = ""  # the reason of the last Wait told to the user, while it lasts
 
     @property
@@ -132,9 +153,7 @@ class Executor:
 
     # -- staging and attempts ----------------------------------------------------------------------------
     def _Stage(self, action: Stage) -> Next:
-        if not self.state.bucket_exists():
-            self.emit("stage", f"creating the state bucket {self.state.bucket}")
-            retrying(self.state.create_bucket)
+        self.ensured.once(self.state, "", self._ensure_bucket)
         layout = self.layout
         retrying(lambda: self.state.put_json(layout.spec, self.spec.model_dump(mode="json")))
         with tempfile.TemporaryDirectory(prefix="cvmjob-bundle-") as tmp:
@@ -145,9 +164,25 @@ class Executor:
             )
             self.emit("stage", f"workdir: {archive.files} files, {archive.size / 1e6:.1f} MB")
             retrying(lambda: self.state.upload_file(archive.path, layout.workdir_archive))
-            wheel = bundle.agent_wheel(Path(tmp))
-            retrying(lambda: self.state.upload_file(wheel, layout.agent_wheel(wheel.name)))
+        self._agent_wheel()
         return Next.CONTINUE
+
+    def _ensure_bucket(self) -> None:
+        if not self.state.bucket_exists():
+            self.emit("stage", f"creating the state bucket {self.state.bucket}")
+            retrying(self.state.create_bucket)
+
+    def _agent_wheel(self) -> str:
+        """The key of this release's agent wheel in the state bucket, put there unless it is already."""
+        wheel = bundle.agent_wheel()
+        key = agent_wheel_key(wheel.sha256, wheel.name)
+
+        def ensure() -> None:
+            if self.state.head(key) is None:
+                retrying(lambda: self.state.put_bytes(key, wheel.data))
+
+        self.ensured.once(self.state, key, ensure)
+        return key
 
     def _StartAttempt(self, action: StartAttempt) -> Next:
         job = self.job()
@@ -310,13 +345,13 @@ class Executor:
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
         plan = self.plan
         layout = self.layout
-        wheel_key = next(o.key for o in self.state.iter_objects(layout.bundle_prefix) if o.key.endswith(".whl"))
         seconds = self._presign_seconds()
         data = user_data(
             self.job_id,
             node.attempt,
             node.node,
-            wheel_url=self.state.presigned_get_url(wheel_key, seconds),
+            # Ensured here too: a job staged by an earlier release has its wheel elsewhere.
+            wheel_url=self.state.presigned_get_url(self._agent_wheel(), seconds),
             config_url=self.state.presigned_get_url(layout.agent_config(node.attempt, node.node), seconds),
         )
         tags = {

@@ -17,6 +17,7 @@ import threading
 
 import pytest
 
+from orchestrator.contract import AGENT_WHEELS_PREFIX
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState, all_transitions
 from orchestrator.state.store import CRASH_AT_ENV
 from tests.faults import invariants
@@ -170,7 +171,7 @@ def bootstrap_fails_kept(w: World) -> None:
     keep); killed at KEEPING->TEARING_DOWN and TEARING_DOWN->FAILED_BOOTSTRAP: the failure stays the outcome."""
     job_id = w.submit("limits.bootstrap_timeout=10s", "teardown.on_failure=keep", "teardown.keep_for=10m")
     w.note("limits.bootstrap_timeout 10 s; teardown.on_failure keep")
-    w.inject_cos("error", operation="GetObject", key_prefix=f"cvmjob/{job_id}/bundle/", status=503, count=None)
+    w.inject_cos("error", operation="GetObject", key_prefix=AGENT_WHEELS_PREFIX, status=503, count=None)
     crash(w, job_id, "BOOTING->KEEPING")
     assert len(w.live_instances(job_id)) == 1  # kept
     cancel(w, job_id)

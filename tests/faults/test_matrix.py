@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.contract import AGENT_WHEELS_PREFIX
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
 from orchestrator.state.store import JobRecord
 from orchestrator.tags import owner
@@ -237,10 +238,10 @@ def launch_failed(w: World) -> None:
 # -- 4: the agent never reports -----------------------------------------------------------------------------
 @scenario("4-bootstrap-never-reports", GROUP, cost=30)
 def bootstrap_fails(w: World) -> None:
-    """The agent wheel cannot be fetched (COS 503 on every GET of the bundle): the instance runs, its agent never
+    """The agent wheel cannot be fetched (COS 503 on every GET of it): the instance runs, its agent never
     reports, and the job fails FAILED_BOOTSTRAP (exit 12) after limits.bootstrap_timeout."""
     job_id = w.submit("limits.bootstrap_timeout=12s")
-    w.inject_cos("error", operation="GetObject", key_prefix=f"cvmjob/{job_id}/bundle/", status=503, count=None)
+    w.inject_cos("error", operation="GetObject", key_prefix=AGENT_WHEELS_PREFIX, status=503, count=None)
     process = w.resume(job_id)
     job = finish(w, job_id, JobState.FAILED_BOOTSTRAP)
     exit_code(w, process, JobState.FAILED_BOOTSTRAP)

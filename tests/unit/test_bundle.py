@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import tarfile
 import zipfile
 from pathlib import Path
@@ -39,10 +41,11 @@ def test_the_archive_is_deterministic(tmp_path: Path) -> None:
         assert tar.getnames() == ["train.py"]
 
 
-def test_the_agent_wheel_holds_the_package_but_not_the_emulator_or_the_cli(tmp_path: Path) -> None:
-    wheel = agent_wheel(tmp_path)
+def test_the_agent_wheel_holds_the_package_but_not_the_emulator_or_the_cli() -> None:
+    wheel = agent_wheel()
     assert wheel.name == f"cvmjob-{__version__}-py3-none-any.whl"
-    names = zipfile.ZipFile(wheel).namelist()
+    assert wheel.sha256 == hashlib.sha256(wheel.data).hexdigest()
+    names = zipfile.ZipFile(io.BytesIO(wheel.data)).namelist()
     assert "orchestrator/agent/__main__.py" in names and "orchestrator/trainkit.py" in names
     assert not any(n.startswith(("orchestrator/emulator/", "orchestrator/cli/")) for n in names)
     assert any(n.endswith(".dist-info/RECORD") for n in names)
