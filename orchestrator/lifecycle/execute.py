@@ -205,7 +205,7 @@ class Executor:
             if p.charge_type == ChargeType.RESERVED:
                 record = self._claim_pool_member(record)
             self.store.put_node(self.token, record)
-        keys = self._write_agent_configs(attempt)
+        keys = self._write_agent_configs(job, attempt)
         self.store.transition(
             self.job_id,
             self.token,
@@ -289,17 +289,17 @@ class Executor:
         )
         return keys
 
-    def _presign_seconds(self) -> int:
-        return int(min(MAX_PRESIGN_SECONDS, max(3600.0, self.job().deadline - self.now() + 3600)))
+    def _presign_seconds(self, job: JobRecord) -> int:
+        return int(min(MAX_PRESIGN_SECONDS, max(3600.0, job.deadline - self.now() + 3600)))
 
-    def _write_agent_configs(self, attempt: int) -> TemporaryKeys | None:
+    def _write_agent_configs(self, job: JobRecord, attempt: int) -> TemporaryKeys | None:
         """Every node's agent.json of ``attempt``; the short-lived keys they carry (None with a CAM role)."""
         role = self.spec.cam_role
         keys = None if role else self._write_credentials(attempt)
         state, checkpoints, outputs = self._locations()
         layout = self.layout
         credentials_url = (
-            None if role else self.state.presigned_get_url(layout.credentials(attempt), self._presign_seconds())
+            None if role else self.state.presigned_get_url(layout.credentials(attempt), self._presign_seconds(job))
         )
         for node in range(self.spec.train.nnodes):
             config = AgentConfig(
@@ -345,7 +345,7 @@ class Executor:
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
         plan = self.plan
         layout = self.layout
-        seconds = self._presign_seconds()
+        seconds = self._presign_seconds(job)
         data = user_data(
             self.job_id,
             node.attempt,

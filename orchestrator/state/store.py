@@ -279,6 +279,7 @@ class Store:
             self._engine = create_engine(url, connect_args={"connect_timeout": 10}, pool_pre_ping=True,
                                          pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=BUSY_TIMEOUT)
         self._closed = weakref.finalize(self, self._engine.dispose)  # a store dropped unclosed closes its connections
+        self._upserts: dict[tuple[str, tuple[str, ...]], sqlite.Insert | postgresql.Insert] = {}
         try:
             with self._write() as conn:
                 migrations.upgrade(conn)
@@ -675,14 +676,23 @@ class Store:
 
     def _put(self, token: int, job_id: str, table: Table, values: dict[str, Any]) -> None:
         """Insert the record, or replace the one with its key."""
-        keys = [c.name for c in table.primary_key.columns]
-        insert = self._insert(table).values(values)
-        upsert = insert.on_conflict_do_update(
-            index_elements=keys, set_={k: insert.excluded[k] for k in values if k not in keys}
-        )
         with self._write() as conn:
             self._fence(conn, job_id, token)
-            conn.execute(upsert)
+            conn.execute(self._upsert(table, tuple(values)), values)
+
+    def _upsert(self, table: Table, columns: tuple[str, ...]) -> sqlite.Insert | postgresql.Insert:
+        """The statement, built once per table and columns: building ``excluded`` (a proxy of every column) for
+        each node written was a tenth of a busy controller's store time."""
+        where = (table.name, columns)
+        statement = self._upserts.get(where)
+        if statement is None:
+            keys = [c.name for c in table.primary_key.columns]
+            insert = self._insert(table)
+            statement = insert.on_conflict_do_update(
+                index_elements=keys, set_={k: insert.excluded[k] for k in columns if k not in keys}
+            )
+            self._upserts[where] = statement
+        return statement
 
 
 def _record_values(record: NodeRecord | ImageRecord | PoolInstance) -> dict[str, Any]:
