@@ -8,7 +8,8 @@ from functools import partial
 from orchestrator.controller.steps import StepPool, Urgency
 
 
-def test_the_most_urgent_step_runs_first_and_equals_in_the_order_they_came() -> None:
+def busy_pool() -> tuple[StepPool, threading.Event]:
+    """A pool of one thread, busy until the event is set: what is submitted meanwhile queues."""
     pool = StepPool(1, "test")
     started, gate = threading.Event(), threading.Event()
 
@@ -16,8 +17,13 @@ def test_the_most_urgent_step_runs_first_and_equals_in_the_order_they_came() -> 
         started.set()
         gate.wait(10)
 
-    pool.submit(Urgency.NOW, hold)  # the one thread is busy while the others are queued
+    pool.submit(Urgency.NOW, hold)
     assert started.wait(10)
+    return pool, gate
+
+
+def test_the_most_urgent_step_runs_first_and_equals_in_the_order_they_came() -> None:
+    pool, gate = busy_pool()
     ran: list[str] = []
     for name, urgency in [("r1", Urgency.ROUTINE), ("s1", Urgency.SOON), ("n1", Urgency.NOW),
                           ("r2", Urgency.ROUTINE), ("n2", Urgency.NOW)]:
@@ -37,15 +43,7 @@ def test_a_step_carries_its_result_or_its_error_and_stop_runs_what_is_queued() -
 
 
 def test_a_queued_step_hurried_runs_before_the_less_urgent_and_only_once() -> None:
-    pool = StepPool(1, "test")
-    started, gate = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        started.set()
-        gate.wait(10)
-
-    pool.submit(Urgency.NOW, hold)
-    assert started.wait(10)
+    pool, gate = busy_pool()
     ran: list[str] = []
     for name in ("s1", "s2"):
         pool.submit(Urgency.SOON, partial(ran.append, name))
