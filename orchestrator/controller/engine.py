@@ -340,8 +340,11 @@ class Engine:
             if self.wake.wait(min(left, WAKE_POLL_SECONDS)):
                 self.wake.clear()
                 self._step_looked()  # a look came back: its jobs' steps need no round
-                if self._read_signals(self.now()):
-                    break  # a reclaim: its look at once, not at the tick
+                try:
+                    if self._read_signals(self.now()):
+                        break  # a reclaim: its look at once, not at the tick
+                except StoreBusy as exc:  # the signals stay in COS: the next listing has them again
+                    log.warning("%s; the next round reads the signals again", exc)
                 until = min(until, earliest)  # a step ended: its job may be due at once, at the next tick
                 if self.now() >= earliest:
                     break
