@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..state.store import JobRecord, Store, StoreBusy
+from ..state.store import Store, StoreBusy
 from .drive import controller_name
 from .engine import LEASE_SECONDS, Engine
 
@@ -61,8 +61,7 @@ class Service:
             while not self.draining.is_set():
                 try:
                     self._beat()
-                    for job in self._claim():  # a new job's first steps need no look: at once, not after one
-                        self.engine.start(job)
+                    self._claim()
                 except StoreBusy as exc:  # the jobs held go on; the next round claims
                     self.say(f"controller: {exc}; claiming again at the next round")
                 for job in self.engine.round():
@@ -98,13 +97,13 @@ class Service:
             return
         try:
             if self.store.unclaimed_pending(self.now()):
-                for job in self._claim():
-                    self.engine.start(job)
+                self._claim()
         except StoreBusy as exc:
             self.say(f"controller: {exc}; claiming again at the next round")
 
-    def _claim(self) -> list[JobRecord]:
-        """The jobs claimed now, as read once their leases were taken."""
+    def _claim(self) -> None:
+        """Claim what this replica may, hold it, and start the new jobs at once (their first steps need no look at
+        the cloud: they waited a round for one)."""
         # Every round: a replica that died stops counting as soon as its record goes stale, so the others' share
         # grows to its jobs within the lease TTL (counted every third of it, takeover took a third longer).
         self._replicas = max(1, len(self.store.live_controllers(self.now(), self.settings.lease_seconds)))
@@ -115,7 +114,7 @@ class Service:
         fair = -(-active // self._replicas)
         room = min(CLAIM_BATCH, self.settings.max_jobs - len(self.engine.held), fair - len(self.engine.held))
         if room <= 0:
-            return []
+            return
         claimed = dict(self.store.claim(self.name, self.settings.lease_seconds, self.now(), room,
                                         held=self.engine.held.keys()))
         found = self.store.get_many(claimed)
@@ -123,7 +122,7 @@ class Service:
         for job in jobs:
             self.say(f"{job.job_id} claimed ({job.state.value})")
             self.engine.hold(job, claimed[job.job_id], emit=self._emitter(job.job_id))
-        return jobs
+            self.engine.start(job)
 
     def _emitter(self, job_id: str) -> Callable[[str, str], None]:
         return lambda kind, message: self.say(f"{job_id} {kind}: {message}")
