@@ -41,7 +41,7 @@ from ..lifecycle.settings import Settings, settings_from_json
 from ..plan.models import Plan
 from ..providers.tencent import TencentSdk
 from ..providers.tencent.budget import ApiBudget, OverBudget, patience
-from ..providers.tencent.errors import CloudError, TransientError
+from ..providers.tencent.errors import CloudError, NotFoundError, TransientError
 from ..providers.tencent.storage import ObjectStore
 from ..spec.models import JobSpec
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
@@ -473,6 +473,8 @@ def _list_signals(state: ObjectStore) -> tuple[ObjectStore, list[str] | None]:
     """The signals' keys in the bucket; None when it cannot be listed (the regular looks go on)."""
     try:
         return state, [o.key for o in state.iter_objects(SIGNALS_PREFIX)]
+    except NotFoundError:  # the state bucket is created at a first job's STAGING: no agent could signal yet
+        return state, []
     except CloudError as exc:
         log.warning("cannot list the agents' signals in %s: %s", state.bucket, exc)
         return state, None

@@ -41,6 +41,10 @@ STATE_BUCKET = "cvmjob-1250000000"
 REGION = "ap-guangzhou"
 ZONE = "ap-guangzhou-3"
 TYPE = "S5.MEDIUM4"
+# From `resume` to the training's first steps: launch, boot, setup, and a preflight that imports torch. Six lanes
+# on a loaded two-core CI runner (the PostgreSQL pass) took over 60 s for the preflight alone; a passing scenario
+# never waits this long, so it is an upper bound only, and the default of every wait for a state or a phase.
+BOOTED_WITHIN = 240.0
 
 
 @dataclass
@@ -184,7 +188,7 @@ class World:
         except AssertionError as exc:
             raise AssertionError(f"{self.record.name}: {exc}\n{self.describe()}") from None
 
-    def wait_state(self, job_id: str, *states: str, timeout: float = 120) -> JobRecord:
+    def wait_state(self, job_id: str, *states: str, timeout: float = BOOTED_WITHIN) -> JobRecord:
         def probe() -> JobRecord | None:
             job = self.job(job_id)
             return job if job.state.value in states else None
@@ -213,7 +217,7 @@ class World:
         data = self.get_object(JobLayout(job_id).status(attempt or self.job(job_id).attempt, 0))
         return json.loads(data) if data else None
 
-    def wait_phase(self, job_id: str, phase: str, timeout: float = 120, min_step: int = -1) -> dict[str, Any]:
+    def wait_phase(self, job_id: str, phase: str, timeout: float = BOOTED_WITHIN, min_step: int = -1) -> dict[str, Any]:
         def probe() -> dict[str, Any] | None:
             status = self.agent_phase(job_id)
             ok = status and status["phase"] == phase and (status.get("step") or 0) >= min_step

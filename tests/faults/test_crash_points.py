@@ -199,7 +199,7 @@ def cancelled_while_running(w: World) -> None:
     checkpointed on request and the job ends CANCELLED (exit 130)."""
     job_id = w.submit(train(steps=300))
     controller = w.resume(job_id, **{CRASH_AT_ENV: "RUNNING->CANCELLING"})
-    w.wait_phase(job_id, "training", 60, min_step=3)
+    w.wait_phase(job_id, "training", min_step=3)
     cancel(w, job_id)
     crash(w, job_id, "RUNNING->CANCELLING", process=controller)
     crash(w, job_id, "CANCELLING->TEARING_DOWN")
@@ -214,7 +214,7 @@ def reclaimed_and_given_up(w: World) -> None:
     at RUNNING->RECOVERING, RECOVERING->TEARING_DOWN and TEARING_DOWN->FAILED_PREEMPTED."""
     job_id = w.submit(SPOT, "policies.recovery=no-reclaims", train(steps=300))
     controller = w.resume(job_id, **{CRASH_AT_ENV: "RUNNING->RECOVERING"})
-    w.wait_phase(job_id, "training", 60, min_step=3)
+    w.wait_phase(job_id, "training", min_step=3)
     w.admin.reclaim(w.node_instance(job_id), notice_seconds=None)
     w.note("spot reclaim without notice")
     crash(w, job_id, "RUNNING->RECOVERING", process=controller)

@@ -104,7 +104,7 @@ def stale_controller(w: World) -> None:
     is refused before the call (FencedOut, exit 3, one line). B resumes and finishes the job, once."""
     job_id = w.submit("train.command=exec python3 tiny.py --steps 40 --step-seconds 0.1 --every 5")
     a = w.resume(job_id)
-    w.wait_phase(job_id, "training", 90, min_step=3)
+    w.wait_phase(job_id, "training", min_step=3)
     a.send_signal(signal.SIGSTOP)
     w.note("SIGSTOP of controller A")
     w.inject("error", service="cvm", action="TerminateInstances", code="InternalError", count=None)

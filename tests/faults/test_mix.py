@@ -93,7 +93,7 @@ def mix_on_emulator(seed: int) -> Callable[[World], None]:
             CATALOGUE[pick](w, job_id, rng)
         controller = w.resume(job_id)
         if spot:
-            w.wait_phase(job_id, "training", 90, min_step=rng.randint(3, 15))
+            w.wait_phase(job_id, "training", min_step=rng.randint(3, 15))
             w.admin.reclaim(w.node_instance(job_id), notice_seconds=rng.choice([None, 10.0]))
             w.note("spot reclaim during training")
         if kill_after is not None:

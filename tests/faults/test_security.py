@@ -192,7 +192,7 @@ def sts_scoped(w: World) -> None:
     root.create_bucket(Bucket="cvmjob-other-1250000000")
     job_id = w.submit("train.command=exec python3 tiny.py --steps 400 --step-seconds 0.1 --every 10")
     process = w.resume(job_id)
-    w.wait_phase(job_id, "training", 90, min_step=2)
+    w.wait_phase(job_id, "training", min_step=2)
     root.put_object(Bucket=STATE_BUCKET, Key=other + "spec.json", Body=b"{}")
     layout = JobLayout(job_id)
     keys = json.loads(w.get_object(layout.credentials(1)) or b"{}")["keys"]
