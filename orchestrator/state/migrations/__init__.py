@@ -13,12 +13,17 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 
 from . import legacy
 
 # Written by the first Alembic revision: the schema that the hand-written migrations left.
 LEGACY_REVISION = "0001"
+# The store's revision has a table of its own: Optuna's RDB storage (sweeps) shares the database and keeps its
+# Alembic revision in Alembic's default table, ``alembic_version``. Releases before the sweeps kept the store's
+# there too; upgrade() moves it.
+VERSION_TABLE = "cvmjob_schema_version"
+_SHARED_VERSION_TABLE = "alembic_version"
 # Any constant both replicas agree on: two processes opening a new PostgreSQL store at once migrate one at a time.
 _PG_LOCK_KEY = 0x63766D6A6F62  # "cvmjob"
 
@@ -54,9 +59,9 @@ def upgrade(conn: Connection) -> None:
     having changed nothing, when the store is ahead of this code."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
-    context = MigrationContext.configure(conn)
-    current = context.get_current_heads()
+    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
     known = {script.revision for script in _scripts().walk_revisions()}
+    current = context.get_current_heads() or _move_from_shared_table(conn, context, known)
     for revision in current:
         if revision not in known:
             raise NewerSchema(revision)
@@ -66,4 +71,22 @@ def upgrade(conn: Connection) -> None:
         context.stamp(_scripts(), LEGACY_REVISION)
     config = _config()
     config.attributes["connection"] = conn
+    config.attributes["version_table"] = VERSION_TABLE
     command.upgrade(config, "head")
+
+
+def _move_from_shared_table(conn: Connection, context: MigrationContext, known: set[str]) -> tuple[str, ...]:
+    """The store's revision as an earlier release left it in ``alembic_version``, moved to VERSION_TABLE (in the
+    caller's transaction); the rows that are not the store's (Optuna's) stay."""
+    if not inspect(conn).has_table(_SHARED_VERSION_TABLE):
+        return ()
+    shared = MigrationContext.configure(conn).get_current_heads()
+    ours = tuple(revision for revision in shared if revision in known)
+    if not ours:
+        return ()
+    for revision in ours:
+        context.stamp(_scripts(), revision)
+        conn.execute(text(f"DELETE FROM {_SHARED_VERSION_TABLE} WHERE version_num = :r"), {"r": revision})
+    if len(ours) == len(shared):
+        conn.execute(text(f"DROP TABLE {_SHARED_VERSION_TABLE}"))
+    return ours

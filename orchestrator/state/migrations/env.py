@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from alembic import context
 
-context.configure(connection=context.config.attributes["connection"], transactional_ddl=True)
+attributes = context.config.attributes
+context.configure(
+    connection=attributes["connection"], version_table=attributes["version_table"], transactional_ddl=True
+)
 with context.begin_transaction():  # joins the caller's transaction: the schema changes all at once or not at all
     context.run_migrations()

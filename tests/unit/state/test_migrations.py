@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.state import migrations
@@ -39,7 +39,11 @@ def raw(store_url: str) -> Iterator[Engine]:
 
 def version(engine: Engine) -> tuple[str, ...]:
     with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_heads()
+        return context(conn).get_current_heads()
+
+
+def context(conn: Connection) -> MigrationContext:
+    return MigrationContext.configure(conn, opts={"version_table": migrations.VERSION_TABLE})
 
 
 def test_a_new_store_is_at_head_with_exactly_the_tables_the_store_queries(open_store: object, raw: Engine,
@@ -48,7 +52,7 @@ def test_a_new_store_is_at_head_with_exactly_the_tables_the_store_queries(open_s
     Store(store_url).close()  # opening it again changes nothing
     assert version(raw) == (migrations.head(),) == ("0003",)
     with raw.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+        assert compare_metadata(context(conn), metadata) == []
 
 
 def hand_written_steps() -> list[tuple[str, str]]:
@@ -102,7 +106,7 @@ def test_a_store_of_the_hand_written_migrations_upgrades_in_place(tmp_path: Path
         store.close()
     db = sqlite3.connect(path)
     try:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
+        assert db.execute(f"SELECT version_num FROM {migrations.VERSION_TABLE}").fetchall() == [("0003",)]
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "migrations" not in tables and {"controllers", "pool_instances"} <= tables
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -125,7 +129,7 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_is(store_url: str, 
     store.create_job("job-1", "n", {}, {}, {}, now=1, deadline=2, source_dir="/", settings={})
     store.close()
     with raw.begin() as conn:  # what a later cvmjob's revision 0099 would leave
-        conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+        conn.execute(text(f"UPDATE {migrations.VERSION_TABLE} SET version_num = '0099'"))
         conn.execute(text("CREATE TABLE from_the_future (x INTEGER)"))
         conn.execute(text("DROP INDEX jobs_claim"))
     with raw.connect() as conn:
@@ -215,3 +219,26 @@ def test_a_store_url_of_another_kind_is_refused(where: str, message: str) -> Non
     with pytest.raises(StoreError) as refused:
         Store(where)
     assert str(refused.value) == message
+
+
+def test_a_store_of_an_earlier_release_moves_its_revision_and_shares_the_database_with_optuna(
+        store_url: str, raw: Engine) -> None:
+    """Releases before the sweeps kept the store's revision in alembic_version, which Optuna's RDB storage (a
+    sweep's study, in the same database) uses for its own: the store moves its own out, and both open."""
+    import optuna
+
+    Store(store_url).close()
+    with raw.begin() as conn:  # where an earlier release kept it
+        conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
+        conn.execute(text(f"INSERT INTO alembic_version SELECT version_num FROM {migrations.VERSION_TABLE}"))
+        conn.execute(text(f"DROP TABLE {migrations.VERSION_TABLE}"))
+    Store(store_url).close()
+    assert version(raw) == (migrations.head(),)
+    with raw.connect() as conn:
+        assert not inspect(conn).has_table("alembic_version")
+    url = raw.url.render_as_string(hide_password=False)
+    optuna.create_study(study_name="s", storage=url).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    store = Store(store_url)  # Optuna's revision in alembic_version is not the store's concern
+    store.close()
+    assert version(raw) == (migrations.head(),)
+    assert len(optuna.load_study(study_name="s", storage=url).trials) == 1
