@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from . import embedded
 from . import pool as pools
@@ -126,13 +127,15 @@ def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:
 
 
 def plan(
-    spec_path: Path, overrides: list[str] | None = None, force_emulator: bool = False, name: str | None = None
+    spec_path: Path, overrides: list[str] | None = None, force_emulator: bool = False, name: str | None = None,
+    document: dict[str, Any] | None = None,
 ) -> PlanReport:
-    """Everything `cvmjob plan` shows; no side effects (the only write-like call is a DryRun)."""
+    """Everything `cvmjob plan` shows; no side effects (the only write-like call is a DryRun). ``document``: the
+    spec's mapping, already read (a sweep's trial); ``spec_path`` is still where its relative paths start."""
     overrides = list(overrides or [])
     if name:
         overrides.append(f"name={name}")
-    spec, policies = load_job(spec_path, overrides)
+    spec, policies = load_job(spec_path, overrides, document)
     settings = settings_for(spec, policies.recovery, policies.pool)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)
@@ -186,10 +189,11 @@ def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
 
 
 def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.time,
-           lease: tuple[str, float] | None = None) -> str:
+           lease: tuple[str, float] | None = None, job_id: str | None = None) -> str:
     """The job, recorded and PENDING. ``lease``: (owner, ttl) of the controller about to drive it in this process;
-    None leaves it to whichever controller claims it."""
-    job_id = new_job_id()
+    None leaves it to whichever controller claims it. ``job_id``: chosen by the caller, who recorded it first (a
+    sweep's trial names its job before the job exists)."""
+    job_id = job_id or new_job_id()
     created = now()
     store.create_job(
         job_id,
@@ -304,17 +308,17 @@ def hand_to_controller(store: Store, lease_seconds: float) -> str:
     live = store.live_controllers(time.time(), lease_seconds)
     if live:
         return f"controller {live[0].owner}"
-    log = _in_background(["controller", "--exit-when-idle"], "controller")
+    log = in_background(["controller", "--exit-when-idle"], "controller")
     return f"a controller started in the background (its log: {log})"
 
 
 def spawn_driver(job_id: str) -> Path:
     """A process of its own driving the job (`resume --detach`: it may take over a lease a controller would wait
     out); returns its log."""
-    return _in_background(["_drive", job_id], job_id)
+    return in_background(["_drive", job_id], job_id)
 
 
-def _in_background(command: list[str], log_name: str) -> Path:
+def in_background(command: list[str], log_name: str) -> Path:
     """``cvmjob <command>`` in a session of its own, its output appended to the log it returns."""
     log = state_db().parent / "logs" / f"{log_name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)

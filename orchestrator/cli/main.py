@@ -32,6 +32,7 @@ from .controller import controller_app
 from .emulator import emulator_app
 from .options import Abort, Emulator, Output, check_output
 from .pool import pool_app
+from .sweep import sweep_app
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0], pretty_exceptions_enable=False
@@ -39,6 +40,7 @@ app = typer.Typer(
 app.add_typer(controller_app, name="controller")
 app.add_typer(emulator_app, name="emulator")
 app.add_typer(pool_app, name="pool")
+app.add_typer(sweep_app, name="sweep")
 
 SpecPath = Annotated[Path, typer.Argument(help="the job spec (YAML)", exists=False)]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override a spec field: key.path=value")]  # noqa: UP045
@@ -298,9 +300,14 @@ def gc(
 
 
 @app.command()
-def schema() -> None:
-    """Print the job spec's JSON Schema (for editors)."""
-    sys.stdout.write(json.dumps(JobSpec.model_json_schema(), indent=2) + "\n")
+def schema(
+    sweep: Annotated[bool, typer.Option("--sweep", help="the sweep spec's schema instead of the job spec's")] = False,
+) -> None:
+    """Print the job spec's (or, with --sweep, the sweep spec's) JSON Schema, for editors."""
+    from ..sweep.spec import SweepSpec
+
+    model = SweepSpec if sweep else JobSpec
+    sys.stdout.write(json.dumps(model.model_json_schema(), indent=2) + "\n")
 
 
 def _error(message: str) -> None:

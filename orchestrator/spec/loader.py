@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -29,10 +29,17 @@ def load_spec(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> Jo
     return load_job(path, overrides)[0]
 
 
-def load_job(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> tuple[JobSpec, JobPolicies]:
-    """``load_spec``, with the policies it names (loaded once)."""
+def read_job(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The job spec file's mapping, not validated yet (a sweep renders its trials' parameters into it first)."""
+    return read_mapping(Path(path), "job spec", _REQUIRED_FIELDS)
+
+
+def load_job(path: str | os.PathLike[str], overrides: Sequence[str] = (),
+             document: dict[str, Any] | None = None) -> tuple[JobSpec, JobPolicies]:
+    """``load_spec``, with the policies it names (loaded once). ``document``: the spec's mapping, read already
+    (a sweep's trial); ``path`` is still where relative paths start and what a problem names."""
     spec_path = Path(path)
-    document = apply_overrides(read_mapping(spec_path, "job spec", _REQUIRED_FIELDS), overrides)
+    document = apply_overrides(read_job(spec_path) if document is None else document, overrides)
     try:
         spec = JobSpec.model_validate(document)
     except ValidationError as exc:

@@ -1,0 +1,181 @@
+"""``cvmjob sweep run|status|ls|cancel|report``: hyperparameter sweeps over Optuna, each trial a cvmjob job."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from .. import api
+from ..controller.drive import controller_name
+from ..controller.service import Service, ServiceSettings
+from ..errors import EXIT_BAD_INPUT
+from ..home import store_url
+from ..state.store import Store
+from ..sweep import study as S
+from ..sweep.models import SweepView
+from ..sweep.run import JobTemplate, SweepBusy, Sweeper
+from ..sweep.spec import load_sweep
+from ..sweep.view import sweep_view
+from . import render
+from .options import Abort, Emulator, Output, check_output
+
+sweep_app = typer.Typer(help="Hyperparameter sweeps: Optuna asks, every trial is a cvmjob job.", no_args_is_help=True)
+
+StudyName = Annotated[str, typer.Argument(help="the sweep's study name (`cvmjob sweep ls` lists them)")]
+EXIT_STOPPED = 4  # the sweep stopped before its trials (budget, brakes, deadline): nothing failed in cvmjob
+EXIT_CANCELLED = 130
+
+
+def _say(line: str) -> None:
+    render.err.print(f"{datetime.now().strftime('%H:%M:%S')} {line}", markup=False, highlight=False)
+
+
+@sweep_app.command("run")
+def run(
+    spec: Annotated[Path, typer.Argument(help="the sweep spec (YAML)")],
+    detach: Annotated[bool, typer.Option("--detach", "-d", help="run the sweep in the background")] = False,
+    output: Output = "text",
+    emulator: Emulator = False,
+) -> None:
+    """Run the sweep (or continue it: the same study name goes on where it stopped) until it has its trials."""
+    check_output(output)
+    sweep = load_sweep(spec)
+    template = JobTemplate.of(sweep, spec.resolve())
+    template.check(sweep)
+    if detach:
+        log = api.in_background(["sweep", "run", str(spec.resolve()), *(["--emulator"] if emulator else [])],
+                                f"sweep-{sweep.study}")
+        if output == "json":
+            render.print_json({"study": sweep.study, "detached": True, "log": str(log)})
+        else:
+            render.console.print(f"sweep {sweep.study} runs in the background (its log: {log}); "
+                                 f"`cvmjob sweep status {sweep.study}` follows it")
+        return
+    url = store_url()
+    store = Store(url)
+    study = S.open_study(sweep, url)
+    me = controller_name()
+    # The trials' jobs are driven in this process, by the controller service (other replicas of a shared store
+    # take their share): a sweep killed with its controller loses nothing, the next run continues both.
+    service = Service(Store(url), ServiceSettings(), say=lambda line: None)
+    driver = threading.Thread(target=service.run, name="cvmjob-controller", daemon=True)
+    sweeper = Sweeper(sweep, template, store, url, study, force_emulator=emulator, say=_say, me=me)
+    presses = {"count": 0}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        presses["count"] += 1
+        if presses["count"] == 1:
+            study.set_user_attr(S.CANCEL_ATTR, True)
+            _cancel_running(study, store)
+            _say("cancelling the sweep: the running trials checkpoint and their instances go; Ctrl-C again leaves "
+                 "them to a later `cvmjob sweep run`")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    study.set_user_attr(S.CANCEL_ATTR, False)
+    driver.start()
+    try:
+        state = sweeper.run(stop=lambda: presses["count"] > 1)
+    except SweepBusy as exc:
+        raise Abort(str(exc), EXIT_BAD_INPUT) from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        service.drain()
+        driver.join(timeout=120)
+    view = sweep_view(study, store)
+    _show(view, output)
+    if state == "cancelled":
+        raise typer.Exit(EXIT_CANCELLED)
+    if state == "stopped":
+        raise typer.Exit(EXIT_STOPPED)
+
+
+def _cancel_running(study: Any, store: Store) -> None:
+    from optuna.trial import TrialState
+
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        job = store.get(t.user_attrs.get(S.JOB_ATTR, ""))
+        if job is not None:
+            api.cancel(store, job)
+
+
+def _load(name: str) -> tuple[Any, Store]:
+    url = store_url()
+    try:
+        return S.load_study(name, url), Store(url)
+    except KeyError:
+        raise Abort(f"no sweep {name!r} in this store: `cvmjob sweep ls` lists them", EXIT_BAD_INPUT) from None
+
+
+@sweep_app.command()
+def status(study: StudyName, output: Output = "text") -> None:
+    """The sweep's trials, its best, and what it cost."""
+    check_output(output)
+    loaded, store = _load(study)
+    _show(sweep_view(loaded, store), output)
+
+
+@sweep_app.command("ls")
+def list_sweeps(output: Output = "text") -> None:
+    """Every sweep of this store."""
+    check_output(output)
+    url = store_url()
+    store = Store(url)
+    views = [sweep_view(S.load_study(name, url), store) for name in S.study_names(url)]
+    if output == "json":
+        render.print_json([{"study": v.study, "state": v.state, "trials": len(v.trials), "cost": v.cost,
+                            "best": v.best.model_dump(mode="json") if v.best else None} for v in views])
+        return
+    table = Table()
+    for column in ("study", "state", "trials", "best", "cost CNY"):
+        table.add_column(column)
+    for v in views:
+        table.add_row(v.study, v.state, str(len(v.trials)), f"{v.best.value:.4g}" if v.best and v.best.value is not
+                      None else "-", f"{v.cost:.2f}")
+    render.console.print(table)
+
+
+@sweep_app.command()
+def cancel(study: StudyName) -> None:
+    """Stop the sweep: no more trials, and the running ones' jobs cancelled (checkpoint, upload, destroy)."""
+    loaded, store = _load(study)
+    loaded.set_user_attr(S.CANCEL_ATTR, True)
+    _cancel_running(loaded, store)
+    render.console.print(f"sweep {study}: cancelled; its running trials' jobs are being torn down")
+
+
+@sweep_app.command()
+def report(
+    study: StudyName,
+    out: Annotated[Optional[Path], typer.Option("--out", help="the HTML file (default: <study>.html)")] = None,  # noqa: UP045
+) -> None:
+    """One self-contained HTML file (Optuna's plots, the cost per trial, the reclaims) and a PNG summary."""
+    from ..sweep.report import write_report
+
+    loaded, store = _load(study)
+    html, png = write_report(loaded, sweep_view(loaded, store), out or Path(f"{study}.html"))
+    render.console.print(f"wrote {html} and {png}")
+
+
+def _show(view: SweepView, output: str) -> None:
+    if output == "json":
+        render.print_json(view.model_dump(mode="json"))
+        return
+    table = Table(title=f"sweep {view.study}: {view.state}" + (f" ({view.stopped_reason})" if view.stopped_reason
+                                                                 else ""))
+    for column in ("trial", "state", "value", "params", "cost CNY", "attempts", "job"):
+        table.add_column(column)
+    for t in view.trials:
+        table.add_row(str(t.number), t.state.value, "-" if t.value is None else f"{t.value:.4g}",
+                      ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()),
+                      f"{t.cost:.2f}", str(t.attempts), t.job_id or "-")
+    render.console.print(table)
+    if view.best is not None:
+        render.console.print(f"best: trial {view.best.number}, value {view.best.value}, params {view.best.params}")
+    render.console.print(f"cost: {view.cost:.2f} CNY" + (f" of {view.max_cost:.2f}" if view.max_cost else ""))

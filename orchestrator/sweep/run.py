@@ -1,0 +1,407 @@
+"""`cvmjob sweep run`: Optuna asks, each trial becomes a cvmjob job, the controller's engine drives the jobs, and
+the sweep tells Optuna how each ended.
+
+Everything the sweep knows is in the store's database: the study (Optuna's tables) and the jobs (cvmjob's). A
+trial's job is named on the trial (its user attributes) before the job is submitted, with the job's id chosen
+first, so a sweep killed at any point and run again finds every RUNNING trial's job: still running (followed),
+ended (told), or never submitted (submitted now, under the id its trial names). No trial is asked twice, none
+stays RUNNING, and the study ends with exactly ``trials`` trials.
+
+A reclaimed trial is the same job recovering on its own (the same trial, its checkpoint, its intermediate
+values); a job that the cloud failed after its own recovery is retried as a new job of the same trial.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import api
+from ..contract import Result, Status
+from ..lifecycle.decide import cost_so_far
+from ..lifecycle.machine import JobState
+from ..plan.models import Plan
+from ..plan.planner import PlanError
+from ..spec.errors import SpecError
+from ..spec.loader import load_job, read_job
+from ..spec.overrides import apply_overrides
+from ..state.store import JobRecord, Store
+from . import study as S
+from .rules import Ending, NextTrial, Spend, consecutive_failures, ending, may_start, placements_to_avoid
+from .spec import SweepSpec, placeholder_problems, render
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+POLL_SECONDS = 2.0
+SWEEPER_STALE_SECONDS = 30.0  # a `sweep run` whose beat is older is gone: another may take the study over
+
+
+class SweepBusy(Exception):
+    """Another live `sweep run` drives this study."""
+
+
+@dataclass
+class JobTemplate:
+    """The job every trial runs, read once: its mapping and where its relative paths start."""
+
+    document: dict[str, Any]
+    path: Path  # the job spec's file (or the sweep file, for an inline job)
+
+    @classmethod
+    def of(cls, spec: SweepSpec, sweep_path: Path) -> JobTemplate:
+        if isinstance(spec.job, dict):
+            return cls(dict(spec.job), sweep_path)
+        path = (sweep_path.parent / spec.job).resolve()
+        return cls(read_job(path), path)
+
+    def check(self, spec: SweepSpec) -> None:
+        """Every placeholder of train.command names a parameter, and the job validates with the space's first
+        values: a bad sweep is refused before anything is created."""
+        command = str((self.document.get("train") or {}).get("command", ""))
+        problems = placeholder_problems(command, spec.space)
+        if problems:
+            raise SpecError.single(str(self.path), problems[0], "train.command")
+        load_job(self.path, [], self.trial_document(spec, _first_values(spec), 0))
+
+    def trial_document(self, spec: SweepSpec, params: dict[str, Any], number: int) -> dict[str, Any]:
+        document = apply_overrides(self.document, [f"{key}={render(str(value), params)}"
+                                                    for key, value in spec.set.items()])
+        train = dict(document.get("train") or {})
+        if "command" in train:
+            train["command"] = render(str(train["command"]), params)
+        document["train"] = train
+        document["name"] = trial_job_name(spec.study, number)
+        return document
+
+
+def _first_values(spec: SweepSpec) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, param in spec.space.items():
+        values[name] = param.choices[0] if param.choices else param.low
+        if param.kind == "int":
+            values[name] = int(values[name])
+    return values
+
+
+def trial_job_name(study: str, number: int) -> str:
+    suffix = f"-t{number}"
+    return study[: 40 - len(suffix)].rstrip("-") + suffix
+
+
+@dataclass
+class Sweeper:
+    spec: SweepSpec
+    template: JobTemplate
+    store: Store
+    store_url: str
+    study: optuna.Study
+    force_emulator: bool = False
+    say: Callable[[str], None] = print
+    now: Callable[[], float] = time.time
+    me: str = ""
+    started_at: float = 0.0
+    _next: NextTrial | None = None
+    _seen_steps: dict[int, int] = field(default_factory=dict)  # trial number -> the last step reported to Optuna
+
+    # -- the loop ------------------------------------------------------------------------------------------
+    def run(self, stop: Callable[[], bool] = lambda: False) -> str:
+        """Until the study has ``trials`` ended trials (or dispatch stopped and the running ones ended); the
+        sweep's final state. ``stop``: a Ctrl-C that asks to leave the running trials to a later run."""
+        self.started_at = self.started_at or self.now()
+        self._take_over()
+        self._set(S.STATE_ATTR, "running")
+        self._set(S.REASON_ATTR, "")
+        self.study.set_user_attr(S.SPEC_ATTR, self.spec.model_dump(mode="json"))
+        self._warm_start()
+        while True:
+            self._beat()
+            state = self.step()
+            if state is not None:
+                self._set(S.STATE_ATTR, state)
+                return state
+            if stop():
+                self._set(S.STATE_ATTR, "interrupted")
+                return "interrupted"
+            time.sleep(POLL_SECONDS)
+
+    def step(self) -> str | None:
+        """One look at every running trial, then as many new ones as may start; the final state once done."""
+        from optuna.trial import TrialState
+
+        for trial in self._trials(TrialState.RUNNING):
+            self._follow(trial)
+        reason = self._blocked()
+        while not reason and self._room():
+            reason = self._afford() or ""  # only asked when a trial would start: the running ones' bounds shrink
+            if not reason:
+                self._launch_new()
+                reason = self._blocked()
+        if reason and self.study.user_attrs.get(S.REASON_ATTR) != reason:
+            self.say(f"sweep {self.spec.study}: no more trials for now: {reason}")
+            self._set(S.REASON_ATTR, reason)
+        if self._trials(TrialState.RUNNING):
+            return None
+        if self.study.user_attrs.get(S.CANCEL_ATTR):
+            return "cancelled"
+        return "stopped" if reason else "finished"
+
+    # -- dispatch ------------------------------------------------------------------------------------------
+    def _room(self) -> bool:
+        from optuna.trial import TrialState
+
+        running = len(self._trials(TrialState.RUNNING))
+        asked = len([t for t in self.study.get_trials(deepcopy=False) if t.state != TrialState.WAITING])
+        return running < self.spec.parallel and asked < self.spec.trials
+
+    def _blocked(self) -> str:
+        """Why no trial may start, whatever the money: a cancel, or a brake."""
+        if self.study.user_attrs.get(S.CANCEL_ATTR):
+            return "cancelled (cvmjob sweep cancel)"
+        failures = consecutive_failures(self._endings())
+        if failures >= self.spec.brakes.consecutive_failures:
+            return (f"brakes.consecutive_failures: the last {failures} trials failed in training; fix the script "
+                    f"(`cvmjob logs` of their jobs shows why) and run the sweep again")
+        return ""
+
+    def _afford(self) -> str | None:
+        deadline = self.spec.budget.deadline
+        return may_start(
+            self._spend(), self._next_estimate(), max_cost=self.spec.budget.max_cost,
+            gpu_hours=self.spec.budget.gpu_hours, now=self.now(),
+            deadline=None if deadline is None else self.started_at + deadline)
+
+    def _next_estimate(self) -> NextTrial:
+        if self._next is None:
+            report = self._plan(_first_values(self.spec), 0)
+            self._next = _estimate(report.plan)
+        return self._next
+
+    def _launch_new(self) -> None:
+        trial = self.study.ask(S.distributions(self.spec))
+        job_id = api.new_job_id()
+        trial.set_user_attr(S.JOB_ATTR, job_id)
+        trial.set_user_attr(S.JOBS_ATTR, [job_id])
+        self.say(f"trial {trial.number}: {_show(trial.params)} -> job {job_id}")
+        self._submit(trial.number, trial._trial_id, trial.params, job_id)
+
+    def _submit(self, number: int, trial_id: int, params: dict[str, Any], job_id: str) -> None:
+        """The trial's job, under the id its trial already names."""
+        from optuna.trial import TrialState
+
+        try:
+            report = self._plan(params, number)
+        except (SpecError, PlanError) as exc:
+            self._finish(trial_id, number, TrialState.FAIL, Ending.TRAINING, f"its job cannot be planned: {exc}")
+            return
+        estimate = _estimate(report.plan)
+        self._next = estimate if self._next is None or (estimate.cost or 0) > (self._next.cost or 0) else self._next
+        api.submit(report, self.store, job_id=job_id)
+
+    def _plan(self, params: dict[str, Any], number: int) -> api.PlanReport:
+        document = self.template.trial_document(self.spec, params, number)
+        report = api.plan(self.template.path, [], self.force_emulator, document=document)
+        avoid = placements_to_avoid(self._placement_failures(), self.spec.brakes.per_placement_failures)
+        kept = [p for p in report.plan.candidates if (p.zone, p.instance_type) not in avoid]
+        if not kept:
+            raise PlanError([f"every placement of the job failed {self.spec.brakes.per_placement_failures} times"
+                                 " (brakes.per_placement_failures)"])
+        if len(kept) < len(report.plan.candidates):
+            report = replace(report, plan=report.plan.model_copy(update={"candidates": kept}))
+        return report
+
+    # -- following a trial ---------------------------------------------------------------------------------
+    def _follow(self, trial: FrozenTrial) -> None:
+        from optuna.trial import TrialState
+
+        job_id = trial.user_attrs.get(S.JOB_ATTR)
+        if job_id is None:  # asked, then the sweep died before naming its job: name one now
+            job_id = api.new_job_id()
+            self._trial_attr(trial._trial_id, S.JOB_ATTR, job_id)
+            self._trial_attr(trial._trial_id, S.JOBS_ATTR, [job_id])
+        job = self.store.get(job_id)
+        if job is None:  # named, then the sweep died before submitting it
+            self.say(f"trial {trial.number}: submitting its job {job_id} (the last sweep run stopped before)")
+            self._submit(trial.number, trial._trial_id, trial.params, job_id)
+            return
+        if not job.state.is_terminal():
+            if job.state == JobState.RUNNING:
+                self._report(trial, job)
+            return
+        end = ending(job.state)
+        if end == Ending.COMPLETE:
+            self._complete(trial, job)
+        elif end == Ending.INFRASTRUCTURE and len(trial.user_attrs.get(S.JOBS_ATTR, [])) <= self.spec.retries:
+            retry = api.new_job_id()
+            self._trial_attr(trial._trial_id, S.JOBS_ATTR, [*trial.user_attrs.get(S.JOBS_ATTR, []), retry])
+            self._trial_attr(trial._trial_id, S.JOB_ATTR, retry)
+            self.say(f"trial {trial.number}: job {job_id} ended {job.state.value} ({job.reason}); retrying as {retry}")
+            self._submit(trial.number, trial._trial_id, trial.params, retry)
+        else:
+            self._finish(trial._trial_id, trial.number, TrialState.FAIL, end, f"job {job_id} {job.state.value}: "
+                         f"{job.reason}")
+
+    def _report(self, trial: FrozenTrial, job: JobRecord) -> None:
+        """The newest intermediate value the training reported, to Optuna; a trial its pruner stops is cancelled
+        (its job checkpoints, uploads and is destroyed) and told PRUNED at once."""
+        from optuna.trial import Trial, TrialState
+
+        if len(self.spec.objectives) > 1:
+            return
+        status = _status(job)
+        metric = self.spec.objectives[0].metric
+        value, step = _metric(status, metric)
+        if value is None or step is None or self._seen_steps.get(trial.number) == step:
+            return
+        self._seen_steps[trial.number] = step
+        if step in trial.intermediate_values:
+            return
+        live = Trial(self.study, trial._trial_id)
+        live.report(value, step)
+        if live.should_prune():
+            api.cancel(self.store, job, self.now)
+            self._finish(trial._trial_id, trial.number, TrialState.PRUNED, Ending.CANCELLED,
+                         f"pruned at step {step} ({metric}={value:g}); its job {job.job_id} is cancelled")
+
+    def _complete(self, trial: FrozenTrial, job: JobRecord) -> None:
+        from optuna.trial import TrialState
+
+        result = _result(job)
+        values = []
+        for objective in self.spec.objectives:
+            value = _final(result, objective.metric)
+            if value is None:
+                self._finish(trial._trial_id, trial.number, TrialState.FAIL, Ending.TRAINING,
+                             f"job {job.job_id} succeeded but never reported {objective.metric} "
+                             "(trainkit.report(step, loss, **metrics))")
+                return
+            values.append(value)
+        self.study.tell(trial.number, values)
+        self.say(f"trial {trial.number}: COMPLETE, {_show(dict(zip(self._metric_names(), values, strict=True)))}")
+
+    def _finish(self, trial_id: int, number: int, state: Any, end: Ending, reason: str) -> None:
+        self._trial_attr(trial_id, S.KIND_ATTR, end.value)
+        self._trial_attr(trial_id, S.REASON_TRIAL_ATTR, reason)
+        self.study.tell(number, state=state)
+        self.say(f"trial {number}: {state.name}: {reason}")
+
+    # -- the study's records -------------------------------------------------------------------------------
+    def _trials(self, *states: Any) -> list[FrozenTrial]:
+        return self.study.get_trials(deepcopy=False, states=states)
+
+    def _endings(self) -> list[Ending]:
+        from optuna.trial import TrialState
+
+        ended = []
+        for t in sorted(self.study.get_trials(deepcopy=False), key=lambda t: t.datetime_complete or t.datetime_start
+                        or 0):
+            if t.state == TrialState.COMPLETE:
+                ended.append(Ending.COMPLETE)
+            elif t.state == TrialState.FAIL and t.user_attrs.get(S.KIND_ATTR):
+                ended.append(Ending(t.user_attrs[S.KIND_ATTR]))
+        return ended
+
+    def _jobs(self) -> list[JobRecord]:
+        ids = [job_id for t in self.study.get_trials(deepcopy=False) for job_id in t.user_attrs.get(S.JOBS_ATTR, [])]
+        return list(self.store.get_many(ids).values())
+
+    def _spend(self) -> Spend:
+        now = self.now()
+        cost = gpu = left = gpu_left = 0.0
+        for job in self._jobs():
+            plan = Plan.model_validate(job.plan)
+            nodes = self.store.nodes(job.job_id)
+            spent = job.cost_cny if job.state.is_terminal() and job.cost_cny else cost_so_far(nodes, now)
+            gpus = max((p.gpus for p in plan.candidates), default=0) * plan.nnodes
+            hours = sum(((n.ended_at or now) - n.running_at) / 3600 for n in nodes if n.running_at is not None)
+            cost += spent
+            gpu += gpus * hours / max(1, plan.nnodes)
+            if not job.state.is_terminal():
+                bound = _estimate(plan)
+                left += max(0.0, (bound.cost or 0.0) - spent)
+                gpu_left += max(0.0, bound.gpu_hours - gpus * hours / max(1, plan.nnodes))
+        return Spend(cost, gpu, left, gpu_left)
+
+    def _placement_failures(self) -> list[tuple[str, str]]:
+        failed = []
+        for job in self._jobs():
+            if job.state.is_terminal() and ending(job.state) == Ending.INFRASTRUCTURE:
+                failed += [(n.zone, n.instance_type) for n in self.store.nodes(job.job_id) if n.state == "failed"]
+        return failed
+
+    def _metric_names(self) -> list[str]:
+        return [o.metric for o in self.spec.objectives]
+
+    def _warm_start(self) -> None:
+        warm = self.spec.warm_start
+        if warm is None or self.study.user_attrs.get("cvmjob:warm_started"):
+            return
+        from optuna.trial import TrialState
+
+        source = S.load_study(warm.study, self.store_url)
+        done = [t for t in source.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+        sign = 1 if self.spec.objectives[0].direction == "minimize" else -1
+        best = sorted(done, key=lambda t: sign * (t.values or [0.0])[0])[: warm.best]
+        for t in best:
+            params = {k: v for k, v in t.params.items() if k in self.spec.space}
+            self.study.enqueue_trial(params, skip_if_exists=True)
+        self._set("cvmjob:warm_started", True)
+        self.say(f"sweep {self.spec.study}: warm start with the best {len(best)} trial(s) of {warm.study}")
+
+    def _take_over(self) -> None:
+        holder = self.study.user_attrs.get(S.SWEEPER_ATTR) or {}
+        if holder and holder.get("owner") != self.me and self.now() - float(holder.get("beat", 0)) < \
+                SWEEPER_STALE_SECONDS:
+            raise SweepBusy(f"the study {self.spec.study} is driven by another `cvmjob sweep run` "
+                            f"({holder.get('owner')}); `cvmjob sweep status {self.spec.study}` follows it")
+        self._beat()
+
+    def _beat(self) -> None:
+        self._set(S.SWEEPER_ATTR, {"owner": self.me, "beat": self.now()})
+
+    def _set(self, key: str, value: Any) -> None:
+        self.study.set_user_attr(key, value)
+
+    def _trial_attr(self, trial_id: int, key: str, value: Any) -> None:
+        self.study._storage.set_trial_user_attr(trial_id, key, value)
+
+
+def _estimate(plan: Plan) -> NextTrial:
+    """A trial's bound: its first placement's price for its whole time limit."""
+    hours = plan.expected_hours
+    first = plan.candidates[0] if plan.candidates else None
+    gpus = (first.gpus if first else 0) * plan.nnodes
+    return NextTrial(plan.estimated_cost, gpus * hours, hours * 3600)
+
+
+def _status(job: JobRecord) -> Status | None:
+    return api.agent_view(job).status
+
+
+def _result(job: JobRecord) -> Result | None:
+    return api.agent_view(job).result
+
+
+def _metric(status: Status | None, name: str) -> tuple[float | None, int | None]:
+    if status is None:
+        return None, None
+    if name == "loss":
+        return status.loss, status.step
+    return status.metrics.get(name), status.metrics_step
+
+
+def _final(result: Result | None, name: str) -> float | None:
+    if result is None:
+        return None
+    if name == "loss":
+        return result.metrics.get("loss")
+    return result.metrics.get(name)
+
+
+def _show(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+

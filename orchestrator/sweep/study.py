@@ -1,0 +1,128 @@
+"""The Optuna side of a sweep: its storage (the store's own database), samplers, pruners and distributions.
+
+Optuna is imported here only: the controller and `cvmjob run` never pay for it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .spec import Param, Pruner, Sampler, SweepSpec
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.distributions import BaseDistribution
+
+# Study attributes cvmjob keeps (Optuna's study user attributes, so optuna-dashboard shows them too).
+SPEC_ATTR = "cvmjob:spec"  # the sweep spec, as JSON: what `sweep status` and `report` read
+STATE_ATTR = "cvmjob:state"  # running, finished, stopped, cancelled
+REASON_ATTR = "cvmjob:stopped_reason"
+CANCEL_ATTR = "cvmjob:cancel"  # set by `sweep cancel`
+SWEEPER_ATTR = "cvmjob:sweeper"  # {"owner": ..., "beat": t}: the live `sweep run` of the study
+# Trial user attributes.
+JOB_ATTR = "cvmjob:job_id"  # the trial's current job
+JOBS_ATTR = "cvmjob:jobs"  # every job of the trial, oldest first (a retry adds one)
+KIND_ATTR = "cvmjob:failure"  # training / infrastructure / budget / cancelled / pruned
+REASON_TRIAL_ATTR = "cvmjob:reason"
+
+
+def storage_url(store: str) -> str:
+    """Optuna's RDB URL for the cvmjob store at ``store`` (a SQLite path, a sqlite:// or postgresql:// URL): the
+    same database, so `optuna-dashboard <this URL>` shows the sweeps."""
+    if store.startswith("postgresql://"):
+        return "postgresql+psycopg://" + store[len("postgresql://"):]
+    if "://" in store:
+        return store
+    return f"sqlite:///{Path(store).resolve()}"
+
+
+def storage(store: str) -> optuna.storages.RDBStorage:
+    import optuna
+
+    optuna.logging.set_verbosity(logging.WARNING)
+    # Sweep runs and the controller's engine share the SQLite file: wait for its write lock, as the store does.
+    args: dict[str, Any] = {"connect_args": {"timeout": 30}} if storage_url(store).startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(storage_url(store), engine_kwargs=args)
+
+
+def distribution(param: Param) -> BaseDistribution:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    kind = param.kind
+    if kind == "categorical":
+        return CategoricalDistribution(list(param.choices or []))
+    assert param.low is not None and param.high is not None
+    if kind == "int":
+        return IntDistribution(int(param.low), int(param.high), log=param.log, step=int(param.step or 1))
+    return FloatDistribution(param.low, param.high, log=param.log, step=param.step)
+
+
+def distributions(spec: SweepSpec) -> dict[str, BaseDistribution]:
+    return {name: distribution(param) for name, param in spec.space.items()}
+
+
+def sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
+    import optuna.samplers as s
+
+    cfg: Sampler = spec.sampler
+
+    def startup(default: int) -> int:  # Optuna's defaults, where the spec leaves it out
+        return default if cfg.startup_trials is None else cfg.startup_trials
+
+    if cfg.type == "tpe":
+        return s.TPESampler(seed=cfg.seed, multivariate=True, n_startup_trials=startup(10))
+    if cfg.type == "random":
+        return s.RandomSampler(seed=cfg.seed)
+    if cfg.type == "grid":
+        grid = {name: param.grid() or [] for name, param in spec.space.items()}
+        return s.GridSampler(grid, seed=cfg.seed)
+    if cfg.type == "cmaes":
+        return s.CmaEsSampler(seed=cfg.seed, n_startup_trials=startup(1))
+    if cfg.type == "gp":
+        return s.GPSampler(seed=cfg.seed, n_startup_trials=startup(10))
+    return s.QMCSampler(seed=cfg.seed)
+
+
+def pruner(cfg: Pruner) -> optuna.pruners.BasePruner:
+    import optuna.pruners as p
+
+    if cfg.type == "median":
+        return p.MedianPruner(n_startup_trials=cfg.startup_trials, n_warmup_steps=cfg.warmup_steps)
+    if cfg.type == "percentile":
+        return p.PercentilePruner(cfg.percentile, n_startup_trials=cfg.startup_trials,
+                                  n_warmup_steps=cfg.warmup_steps)
+    if cfg.type in ("asha", "successive-halving"):
+        return p.SuccessiveHalvingPruner(min_resource=cfg.min_resource or "auto",
+                                         reduction_factor=cfg.reduction_factor)
+    if cfg.type == "hyperband":
+        return p.HyperbandPruner(min_resource=cfg.min_resource or 1, max_resource=cfg.max_resource or "auto",
+                                 reduction_factor=cfg.reduction_factor)
+    return p.NopPruner()
+
+
+def open_study(spec: SweepSpec, store: str) -> optuna.Study:
+    """The sweep's study, created on its first run and continued by the next (the same name)."""
+    import optuna
+
+    return optuna.create_study(
+        study_name=spec.study,
+        storage=storage(store),
+        directions=[o.direction for o in spec.objectives],
+        sampler=sampler(spec),
+        pruner=pruner(spec.pruner),
+        load_if_exists=True,
+    )
+
+
+def load_study(name: str, store: str) -> optuna.Study:
+    """An existing study, for status, cancel and report; KeyError when the store has none of that name."""
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=storage(store))
+
+
+def study_names(store: str) -> list[str]:
+    import optuna
+
+    return [s.study_name for s in optuna.get_all_study_summaries(storage(store), include_best_trial=False)]
