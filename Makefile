@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 CLIENTS_VENV ?= .venv-clients
 
-.PHONY: install clients postgres test lint demo clean
+.PHONY: install clients postgres chromium test lint demo clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,18 @@ postgres:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 	fi
 
+# Debian's Chromium for the sweep report's browser test (tests/unit/sweep/test_report.py opens the report headless
+# and checks that its plots rendered). Installed only when none is there yet and make runs as root with apt-get;
+# elsewhere that test skips without it, except under CI (CI set), where a missing chromium fails it.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else \
+			echo "no chromium, and not root on Debian: the sweep report's browser test skips (fails under CI)"; \
+		fi; \
+	fi
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
@@ -36,7 +48,7 @@ lint: install
 # The whole suite on the embedded SQLite store (PostgreSQL where a test is marked postgres), then the crash-point
 # suite and the fault matrix again with every scenario on a PostgreSQL store of its own: the store is what a killed
 # controller leaves, and every scenario's controllers write to it.
-test: install clients postgres lint
+test: install clients postgres chromium lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
 	CVMJOB_FAULT_DB=postgres CVMJOB_RELIABILITY_REPORT=$(VENV)/reliability-postgres.md \
 		$(VENV)/bin/pytest tests/faults/test_crash_points.py tests/faults/test_matrix.py

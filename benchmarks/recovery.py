@@ -50,11 +50,11 @@ import runpy, sys, time
 from orchestrator import trainkit
 
 report, seconds, first = trainkit.report, float(sys.argv.pop(1)), []
-def paced(step, loss=None):
+def paced(step, loss=None, **metrics):
     if not first and trainkit.rank() == 0:
         first.append(step)
         print(f"first_step={step} at={time.time():.3f}", flush=True)
-    report(step, loss)
+    report(step, loss, **metrics)
     time.sleep(seconds)
 trainkit.report = paced
 sys.argv[0] = "train.py"

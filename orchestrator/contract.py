@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 import signal
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 LAYOUT_VERSION = 1
 ROOT = "cvmjob"
@@ -202,6 +202,14 @@ class GpuStat(_Model):
     memory_used_mib: float
 
 
+# Named training metrics (trainkit.report(step, val_loss=0.4)), from the progress file to the heartbeat and the
+# result: a sweep reads its objective there. Strict finite floats: JSON has no NaN, and a bool or a string is a
+# mistake in the script, not a value to optimise.
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+Metrics = dict[Annotated[str, StringConstraints(pattern=f"^{METRIC_NAME.pattern}$")],
+               Annotated[float, Field(strict=True, allow_inf_nan=False)]]
+
+
 class Status(_Model):
     """``status.json``: the agent's heartbeat."""
 
@@ -214,6 +222,8 @@ class Status(_Model):
     seq: int  # increases with every write: a stale heartbeat is one whose seq stops moving
     step: int | None = None
     loss: float | None = None
+    metrics: Metrics = Field(default_factory=dict)  # the training's latest value of each (Progress.metrics)
+    metrics_step: int | None = None  # the step the newest of them was reported at: a sweep's intermediate value
     sync_bytes_done: int = 0
     sync_bytes_total: int = 0
     checkpoints_uploaded: int = 0
@@ -267,6 +277,9 @@ class Result(_Model):
     reason: str = ""
     log_tail: str = ""
     final_step: int | None = None
+    # The last metrics the training reported in this attempt, whatever its outcome (a sweep trial's final value).
+    metrics: Metrics = Field(default_factory=dict)
+    metrics_step: int | None = None
     outputs_uploaded: int = 0
     time: float
     image: ImageContents | None = None  # node 0 of a job to snapshot, when the training succeeded
@@ -353,9 +366,13 @@ class Progress(_Model):
     """``$CVMJOB_PROGRESS_FILE``: rank 0's last completed step, replaced by atomic rename (trainkit.report).
 
     It feeds the heartbeat and hang detection; ``stopped`` tells the agent that the ranks agreed to stop after a
-    requested checkpoint (possibly requested by another node's agent)."""
+    requested checkpoint (possibly requested by another node's agent). ``metrics`` holds the latest value of every
+    name reported so far, ``metrics_step`` the step the newest of them was reported at (``step`` moves on every
+    report, a validation metric only every few). The format is in trainkit's docstring, for scripts without it."""
 
     step: int
     loss: float | None = None
     time: float
     stopped: bool = False
+    metrics: Metrics = Field(default_factory=dict)
+    metrics_step: int | None = None

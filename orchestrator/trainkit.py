@@ -23,13 +23,33 @@ Rules the agent relies on:
 - When torchrun restarts the workers of a single node in place (``--max-restarts``), ``restore`` resumes from the
   newest checkpoint in the folder rather than the one the attempt started from.
 - Without the agent (no CVMJOB_* variables) everything still works: checkpoints go to ./checkpoints and
-  progress reports are dropped.
+  progress reports are dropped (their metrics are still checked, so a bad one fails the same way everywhere).
+- ``report(step, loss, val_loss=0.4, val_accuracy=0.9)`` adds named metrics: a name matches
+  ``[A-Za-z_][A-Za-z0-9_.]*``, a value is a finite real number (not a bool), else report raises ValueError. A
+  metric keeps its value until a later report of the same name, so a loss each step and validation metrics every
+  few steps all reach the heartbeat (``Status.metrics``) and, when the attempt ends whatever its outcome, the
+  result (``Result.metrics``), with ``metrics_step``: the step the newest of them was reported at.
+
+The progress file, for a script without trainkit (contract.Progress): rank 0 alone writes a JSON object to a
+temporary file in the folder of ``$CVMJOB_PROGRESS_FILE`` and renames it onto that path (``os.replace``), so the
+agent never reads half a file. A file that does not validate (a field missing or unknown, a NaN metric) is
+ignored whole. Its fields:
+
+- ``step`` (required, int): the index of the step just completed; hang detection watches it alone;
+- ``time`` (required, number): Unix time of the report;
+- ``loss`` (number or null), ``stopped`` (bool: the ranks stopped after a requested checkpoint);
+- ``metrics`` (object: name -> finite number, the latest value of each) and ``metrics_step`` (int or null).
+
+For example ``{"step": 120, "time": 1767225600.0, "loss": 0.31, "metrics": {"val_loss": 0.42}, "metrics_step":
+120}``. Write it at most a few times a second (trainkit: every 0.5 s at most, and at each checkpoint and the end).
 
 torch is imported only inside the functions that need it: the agent imports this module's names without torch.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import shutil
 import signal
@@ -39,7 +59,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-from orchestrator.contract import CHECKPOINT_SIGNAL, Progress, TrainingEnv, checkpoint_name, checkpoint_step
+from orchestrator.contract import (
+    CHECKPOINT_SIGNAL,
+    METRIC_NAME,
+    Progress,
+    TrainingEnv,
+    checkpoint_name,
+    checkpoint_step,
+)
 
 T = TypeVar("T")
 STATE_FILE = "state.pt"  # inside a checkpoint directory written by save()
@@ -66,20 +93,29 @@ class _Reporter:
         self.step: int | None = None
         self.loss: float | None = None
         self.stopped = False
-        self._written: tuple[int | None, bool] = (None, False)
+        self.metrics: dict[str, float] = {}
+        self.metrics_step: int | None = None
+        self._reports_with_metrics = 0  # a report of metrics at the step already written is still news
+        self._written: tuple[int | None, bool, int] = (None, False, 0)
         self._written_at = 0.0
 
-    def report(self, step: int, loss: float | None) -> None:
+    def report(self, step: int, loss: float | None, metrics: dict[str, float]) -> None:
         self.step, self.loss = step, loss
+        if metrics:
+            self.metrics = {**self.metrics, **metrics}
+            self.metrics_step = step
+            self._reports_with_metrics += 1
         if time.time() - self._written_at >= _REPORT_EVERY_SECONDS:
             self.flush()
 
     def flush(self) -> None:
-        if self.path is None or self.step is None or self._written == (self.step, self.stopped):
+        news = (self.step, self.stopped, self._reports_with_metrics)
+        if self.path is None or self.step is None or self._written == news:
             return
-        doc = Progress(step=self.step, loss=self.loss, time=time.time(), stopped=self.stopped)
+        doc = Progress(step=self.step, loss=self.loss, time=time.time(), stopped=self.stopped,
+                       metrics=self.metrics, metrics_step=self.metrics_step)
         _write_atomically(self.path, doc.model_dump_json().encode())
-        self._written, self._written_at = (self.step, self.stopped), doc.time
+        self._written, self._written_at = news, doc.time
 
 
 _reporter: _Reporter | None = None
@@ -92,9 +128,25 @@ def _get_reporter() -> _Reporter:
     return _reporter
 
 
-def report(step: int, loss: float | None = None) -> None:
-    """Tell the agent the step just completed (and its loss). Cheap to call every step; only rank 0 writes."""
-    _get_reporter().report(step, None if loss is None else float(loss))
+def _metric_value(name: str, value: object) -> float:
+    """``value`` as the float the progress file carries, or a ValueError that names the metric and the problem."""
+    if not METRIC_NAME.fullmatch(name):
+        raise ValueError(f"trainkit.report: metric {name!r}: the name must match {METRIC_NAME.pattern}")
+    # bool is an int to Python, but True as a validation score is a bug in the script, not a value.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"trainkit.report: metric {name!r}: {value!r} ({type(value).__name__}) is not a real "
+                         f"number; pass a float (tensor.item() for a tensor)")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"trainkit.report: metric {name!r}: {number} is not a finite number")
+    return number
+
+
+def report(step: int, loss: float | None = None, **metrics: float) -> None:
+    """Tell the agent the step just completed, its loss and any named metrics (``val_loss=0.4``). Cheap to call
+    every step; only rank 0 writes. A metric keeps its value until a later report of the same name."""
+    checked = {name: _metric_value(name, value) for name, value in metrics.items()}
+    _get_reporter().report(step, None if loss is None else float(loss), checked)
 
 
 class Checkpointer:

@@ -158,8 +158,11 @@ class Attempt:
             return TrainingEnd(Outcome.AGENT_ERROR, None, "".join(lines[-6:]).strip()[-2000:])
 
     def _result(self, end: TrainingEnd) -> Result:
+        # The metrics of every outcome: a preempted sweep trial's last values count too.
+        reported = self.board.current
         return Result(attempt=self.cfg.attempt, node_rank=self.cfg.node_rank, instance_id=self.instance_id,
-                      outcome=end.outcome, exit_code=end.exit_code, reason=end.reason, final_step=self.board.step,
+                      outcome=end.outcome, exit_code=end.exit_code, reason=end.reason, final_step=reported.step,
+                      metrics=reported.metrics, metrics_step=reported.metrics_step,
                       outputs_uploaded=self.outputs_uploaded, time=time.time())
 
     # -- the phases ----------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from orchestrator.contract import GpuStat, Phase, Status
+from orchestrator.contract import GpuStat, Phase, Progress, Status
 
 
 class StatusBoard:
@@ -24,13 +24,15 @@ class StatusBoard:
     def set_phase(self, phase: Phase, message: str = "") -> None:
         self._update(wake=True, phase=phase, message=message)
 
-    def set_progress(self, step: int, loss: float | None) -> None:
-        self._update(step=step, loss=loss)
+    def set_progress(self, progress: Progress) -> None:
+        self._update(step=progress.step, loss=progress.loss, metrics=progress.metrics,
+                     metrics_step=progress.metrics_step)
 
     @property
-    def step(self) -> int | None:
+    def current(self) -> Status:
+        """The status as it stands (no new seq): what the result repeats of it, read at once."""
         with self._lock:
-            return self._status.step
+            return self._status
 
     def set_sync(self, done: int, total: int) -> None:
         self._update(sync_bytes_done=done, sync_bytes_total=total)

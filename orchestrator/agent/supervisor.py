@@ -1,7 +1,9 @@
 """Watches the running training: progress, hang detection, the end, and the graceful stop.
 
-Progress comes from $CVMJOB_PROGRESS_FILE (trainkit.report). Hang detection starts with the first report: a
-script that never reports is never judged hung (hang_timeout needs trainkit.report, or a file of the same form).
+Progress comes from $CVMJOB_PROGRESS_FILE (trainkit.report): the step, the loss and the named metrics go to the
+status board, and from there to the heartbeat and the result. Hang detection starts with the first report and
+watches the step alone: a script that never reports is never judged hung (hang_timeout needs trainkit.report, or
+a file of the same form).
 
 A stop request (spot notice or cancel) is served in this order:
 1. SIGUSR1 to every training process: "checkpoint now"; trainkit saves at the same step on all ranks and stops;
@@ -68,7 +70,7 @@ class Supervisor:
         if self.progress is None or progress.step != self.progress.step:
             self._moved_at = time.monotonic()
         self.progress = progress
-        self.board.set_progress(progress.step, progress.loss)
+        self.board.set_progress(progress)
 
     def run(self) -> TrainingEnd:
         while True:

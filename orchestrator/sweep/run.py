@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import api
-from ..contract import Result, Status
+from ..contract import Status
 from ..lifecycle.decide import cost_so_far
 from ..lifecycle.machine import JobState
 from ..plan.models import Plan
@@ -270,10 +270,10 @@ class Sweeper:
     def _complete(self, trial: FrozenTrial, job: JobRecord) -> None:
         from optuna.trial import TrialState
 
-        result = _result(job)
+        view = api.agent_view(job)
         values = []
         for objective in self.spec.objectives:
-            value = _final(result, objective.metric)
+            value = _final(view, objective.metric)
             if value is None:
                 self._finish(trial._trial_id, trial.number, TrialState.FAIL, Ending.TRAINING,
                              f"job {job.job_id} succeeded but never reported {objective.metric} "
@@ -382,10 +382,6 @@ def _status(job: JobRecord) -> Status | None:
     return api.agent_view(job).status
 
 
-def _result(job: JobRecord) -> Result | None:
-    return api.agent_view(job).result
-
-
 def _metric(status: Status | None, name: str) -> tuple[float | None, int | None]:
     if status is None:
         return None, None
@@ -394,12 +390,11 @@ def _metric(status: Status | None, name: str) -> tuple[float | None, int | None]
     return status.metrics.get(name), status.metrics_step
 
 
-def _final(result: Result | None, name: str) -> float | None:
-    if result is None:
-        return None
+def _final(view: api.AgentView, name: str) -> float | None:
+    """The metric as the last attempt reported it last (its result; the loss is in its last heartbeat)."""
     if name == "loss":
-        return result.metrics.get("loss")
-    return result.metrics.get(name)
+        return view.status.loss if view.status else None
+    return view.result.metrics.get(name) if view.result else None
 
 
 def _show(values: dict[str, Any]) -> str:

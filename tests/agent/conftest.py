@@ -40,8 +40,8 @@ import runpy, sys, time
 from orchestrator import trainkit
 
 report, seconds = trainkit.report, float(sys.argv.pop(1))
-def paced(step, loss=None):
-    report(step, loss)
+def paced(step, loss=None, **metrics):
+    report(step, loss, **metrics)
     time.sleep(seconds)
 trainkit.report = paced
 sys.argv[0] = "train.py"

@@ -25,6 +25,9 @@ def test_quickstart_survives_a_reboot_and_the_next_attempt_resumes_without_synci
     log = agent_job.log(1)
     assert result.outcome == Outcome.SUCCEEDED, f"{result.reason}\n{result.log_tail}"
     assert (result.exit_code, result.final_step, result.instance_id) == (0, 99, instance_id)
+    # The validation metrics of the last step, the one the run ended with (the attempt resumed after the reboot).
+    assert result.metrics_step == 99 and set(result.metrics) == {"val_loss", "val_accuracy"}
+    assert 0.0 <= result.metrics["val_accuracy"] <= 1.0
     assert "SIGTERM: stopping the training" in log and log.count("agent: job") == 2
     (resumed_at,) = (int(s) for s in re.findall(r"start_step=(\d+) resume_from=/", log))
     steps = steps_in(log)

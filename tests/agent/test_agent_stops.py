@@ -40,7 +40,7 @@ def test_cancel_then_spot_reclaim_each_leave_an_emergency_checkpoint(agent_job: 
     first_steps = steps_in(agent_job.log(1))
     assert first_steps == list(range(entry.step + 1))
 
-    wait_for_step(agent_job, 2, entry.step + 3)
+    wait_for_step(agent_job, 2, entry.step + 12)  # past at least one evaluation (every 10 steps)
     agent_job.emulator.admin.reclaim(instance_id, 30)
     preempted = agent_job.wait_result(instance_id, 2)
     assert preempted.outcome == Outcome.PREEMPTED, f"{preempted.reason}\n{preempted.log_tail}"
@@ -51,3 +51,6 @@ def test_cancel_then_spot_reclaim_each_leave_an_emergency_checkpoint(agent_job: 
     second_steps = steps_in(agent_job.log(2))
     assert second_steps == list(range(entry.step + 1, latest.step + 1))  # continues, none repeated or skipped
     assert f"stopping after the requested checkpoint at step {latest.step}" in preempted.log_tail
+    # A preempted attempt's result keeps what it evaluated last: a sweep's intermediate value.
+    assert preempted.metrics_step is not None and (preempted.metrics_step + 1) % 10 == 0
+    assert entry.step < preempted.metrics_step <= latest.step and set(preempted.metrics) == {"val_loss", "val_accuracy"}

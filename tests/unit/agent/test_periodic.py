@@ -8,7 +8,7 @@ import pytest
 from orchestrator.agent.heartbeat import Heartbeat
 from orchestrator.agent.periodic import Periodic
 from orchestrator.agent.status import StatusBoard
-from orchestrator.contract import Phase, Status
+from orchestrator.contract import Phase, Progress, Status
 from orchestrator.providers.tencent import errors
 from tests.unit.agent.fakes import MemoryStore
 
@@ -23,10 +23,11 @@ def test_a_failing_heartbeat_is_logged_once_and_the_next_beat_goes_out(caplog: p
         assert not beat.run_once()
     assert [r.getMessage() for r in caplog.records] == ["heartbeat: InternalError: COS is down"]
     board.set_phase(Phase.TRAINING)
-    board.set_progress(12, 0.25)
+    board.set_progress(Progress(step=12, loss=0.25, time=time.time(), metrics={"val_loss": 0.5}, metrics_step=9))
     assert beat.run_once()
     status = Status.model_validate(store.get_json("status.json"))
     assert (status.phase, status.step, status.loss, status.seq, status.node_rank) == (Phase.TRAINING, 12, 0.25, 3, 1)
+    assert (status.metrics, status.metrics_step) == ({"val_loss": 0.5}, 9)
 
 
 def test_a_phase_change_wakes_the_heartbeat_thread_at_once() -> None:

@@ -47,8 +47,10 @@ class FakeTraining:
         return -15
 
 
-def report(path: Path, step: int, stopped: bool = False) -> None:
-    path.write_text(Progress(step=step, loss=0.5, time=time.time(), stopped=stopped).model_dump_json())
+def report(path: Path, step: int, stopped: bool = False, metrics: dict[str, float] | None = None,
+           metrics_step: int | None = None) -> None:
+    path.write_text(Progress(step=step, loss=0.5, time=time.time(), stopped=stopped, metrics=metrics or {},
+                             metrics_step=metrics_step).model_dump_json())
 
 
 def make(tmp_path: Path, training: FakeTraining, hang_timeout: float | None = None,
@@ -61,11 +63,13 @@ def make(tmp_path: Path, training: FakeTraining, hang_timeout: float | None = No
 
 
 def test_exit_codes_become_outcomes_and_progress_reaches_the_board(tmp_path: Path) -> None:
-    report(tmp_path / "progress.json", 41)
+    report(tmp_path / "progress.json", 41, metrics={"val_loss": 0.25, "val_accuracy": 0.9}, metrics_step=39)
     sup, _ = make(tmp_path, FakeTraining(code=0, exit_after=1))
     end = sup.run()
     assert (end.outcome, end.exit_code) == (Outcome.SUCCEEDED, 0)
-    assert sup.board.step == 41
+    status = sup.board.current
+    assert (status.step, status.loss, status.metrics_step) == (41, 0.5, 39)
+    assert status.metrics == {"val_loss": 0.25, "val_accuracy": 0.9}
     sup, _ = make(tmp_path, FakeTraining(code=3, exit_after=1))
     end = sup.run()
     assert (end.outcome, end.exit_code) == (Outcome.TRAINING_FAILED, 3)
@@ -86,6 +90,24 @@ def test_no_new_step_for_hang_timeout_kills_the_training(tmp_path: Path) -> None
     assert end.outcome == Outcome.HUNG and "last step 3" in end.reason and training.stopped_with is not None
 
 
+def test_new_metrics_at_the_same_step_are_not_progress(tmp_path: Path) -> None:
+    path = tmp_path / "progress.json"
+    report(path, 3)
+    polls = 0
+
+    def metrics_each_poll() -> int | None:  # an evaluation that reports and reports, and never trains a step
+        nonlocal polls
+        polls += 1
+        report(path, 3, metrics={"val_loss": 1.0 / polls}, metrics_step=3)
+        return None
+
+    training = FakeTraining()
+    training.poll = metrics_each_poll  # type: ignore[method-assign]
+    sup, _ = make(tmp_path, training, hang_timeout=0.3)
+    assert sup.run().outcome == Outcome.HUNG
+    assert sup.board.current.metrics == {"val_loss": 1.0 / polls}
+
+
 def test_a_script_that_never_reports_is_never_judged_hung(tmp_path: Path) -> None:
     sup, _ = make(tmp_path, FakeTraining(code=0, exit_after=20), hang_timeout=0.0)
     assert sup.run().outcome == Outcome.SUCCEEDED
@@ -98,7 +120,7 @@ def test_a_stop_request_signals_waits_for_the_checkpoint_and_reports_it(tmp_path
         ckpt = tmp_path / "ckpt" / "step-00000012"
         ckpt.mkdir(parents=True)
         (ckpt / "state.pt").write_bytes(b"s")
-        report(tmp_path / "progress.json", 12, stopped=True)
+        report(tmp_path / "progress.json", 12, stopped=True, metrics={"val_loss": 0.3}, metrics_step=10)
         training.exit_after = training.polls + 30
 
     training = FakeTraining(code=0, on_signal=save_and_exit)
@@ -108,6 +130,8 @@ def test_a_stop_request_signals_waits_for_the_checkpoint_and_reports_it(tmp_path
     assert training.signals == [signal.SIGUSR1] and training.stopped_with is None  # it exited by itself
     assert end.outcome == Outcome.PREEMPTED and "emergency checkpoint step-00000012 committed" in end.reason
     assert uploader.emergency_committed == "step-00000012"
+    status = sup.board.current  # what the attempt's result repeats, for a preempted attempt too
+    assert (status.step, status.metrics, status.metrics_step) == (12, {"val_loss": 0.3}, 10)
 
 
 def test_without_a_checkpoint_in_time_the_training_is_stopped_anyway_and_it_is_said(tmp_path: Path) -> None:

@@ -84,3 +84,60 @@ def test_after_an_in_place_restart_a_single_node_resumes_from_its_newest_checkpo
     assert (start, int(state["step"])) == (10, 9)
     monkeypatch.setenv("WORLD_SIZE", "4")  # two nodes: the other one has no such folder, so no guessing
     assert trainkit.Checkpointer().restore({})[0] == 4
+
+
+@pytest.fixture
+def progress_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh reporter of rank 0 that writes at every report, unthrottled."""
+    from orchestrator import trainkit
+
+    path = tmp_path / "progress.json"
+    monkeypatch.setenv("CVMJOB_PROGRESS_FILE", str(path))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setattr(trainkit, "_reporter", None)
+    monkeypatch.setattr(trainkit, "_REPORT_EVERY_SECONDS", 0.0)
+    return path
+
+
+def test_named_metrics_are_kept_until_a_report_of_the_same_name_replaces_them(progress_file: Path) -> None:
+    import numpy as np
+
+    from orchestrator import trainkit
+    from orchestrator.contract import Progress
+
+    def written() -> Progress:
+        return Progress.model_validate_json(progress_file.read_bytes())
+
+    trainkit.report(8, 0.9)
+    assert (written().step, written().metrics, written().metrics_step) == (8, {}, None)
+    trainkit.report(9, 0.8, val_loss=0.5, val_accuracy=np.float32(0.75))
+    trainkit.report(10, 0.7)
+    assert (written().step, written().loss, written().metrics, written().metrics_step) == \
+        (10, 0.7, {"val_loss": 0.5, "val_accuracy": 0.75}, 9)
+    trainkit.report(10, 0.7, **{"val_loss": 0.4, "test.top5": 1})  # the same step: still news
+    assert written().metrics == {"val_loss": 0.4, "val_accuracy": 0.75, "test.top5": 1.0}
+    assert written().metrics_step == 10
+    assert json.loads(progress_file.read_text())["metrics"]["test.top5"] == 1.0
+
+
+@pytest.mark.parametrize(("name", "value", "problem"), [
+    ("val loss", 0.5, "the name must match [A-Za-z_][A-Za-z0-9_.]*"),
+    ("1st", 0.5, "the name must match"),
+    ("val_loss", float("nan"), "nan is not a finite number"),
+    ("val_loss", float("-inf"), "-inf is not a finite number"),
+    ("val_accuracy", True, "True (bool) is not a real number"),
+    ("val_loss", "0.5", "'0.5' (str) is not a real number"),
+    ("val_loss", None, "None (NoneType) is not a real number"),
+])
+def test_a_bad_metric_is_refused_by_name_and_nothing_is_written(
+        progress_file: Path, name: str, value: object, problem: str) -> None:
+    from orchestrator import trainkit
+
+    trainkit.report(3, 0.5, val_loss=0.25)
+    before = progress_file.read_bytes()
+    with pytest.raises(ValueError) as raised:
+        trainkit.report(4, 0.4, **{name: value, "fine": 1.0})  # type: ignore[arg-type]
+    assert str(raised.value).startswith(f"trainkit.report: metric {name!r}: {problem}")
+    assert progress_file.read_bytes() == before
+    trainkit.report(5, 0.3)  # the bad report left nothing half-applied
+    assert json.loads(progress_file.read_text())["metrics"] == {"val_loss": 0.25}
