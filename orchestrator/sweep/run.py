@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 POLL_SECONDS = 2.0
+ESTIMATE_MARGIN = 1.25  # the next trial is estimated at the costliest completed one's cost, and a quarter more
+SHARE_OF_ESTIMATE = 2.0  # a trial's job may spend at most this many estimates (its limits.max_cost)
 SWEEPER_STALE_SECONDS = 30.0  # a `sweep run` whose beat is older is gone: another may take the study over
 
 
@@ -105,7 +107,7 @@ class Sweeper:
     now: Callable[[], float] = time.time
     me: str = ""
     started_at: float = 0.0
-    _next: NextTrial | None = None
+    _bound: NextTrial | None = None
     _seen_steps: dict[int, int] = field(default_factory=dict)  # trial number -> the last step reported to Optuna
 
     # -- the loop ------------------------------------------------------------------------------------------
@@ -162,7 +164,11 @@ class Sweeper:
         """Why no trial may start, whatever the money: a cancel, or a brake."""
         if self.study.user_attrs.get(S.CANCEL_ATTR):
             return "cancelled (cvmjob sweep cancel)"
-        failures = consecutive_failures(self._endings())
+        endings = self._endings()
+        if Ending.BUDGET in endings:
+            return ("budget.max_cost: a trial spent its whole share of the cap (its job's limits.max_cost); "
+                    "raise budget.max_cost to run more")
+        failures = consecutive_failures(endings)
         if failures >= self.spec.brakes.consecutive_failures:
             return (f"brakes.consecutive_failures: the last {failures} trials failed in training; fix the script "
                     f"(`cvmjob logs` of their jobs shows why) and run the sweep again")
@@ -176,10 +182,16 @@ class Sweeper:
             deadline=None if deadline is None else self.started_at + deadline)
 
     def _next_estimate(self) -> NextTrial:
-        if self._next is None:
-            report = self._plan(_first_values(self.spec), 0)
-            self._next = _estimate(report.plan)
-        return self._next
+        """What the next trial will cost: the costliest completed trial's cost with a margin, once there is one;
+        before, its plan's bound (its price for its whole time limit)."""
+        done = [self._usage(job) for job in self._jobs() if job.state == JobState.SUCCEEDED]
+        if done:
+            return NextTrial(cost=ESTIMATE_MARGIN * max(u.cost for u in done),
+                             gpu_hours=ESTIMATE_MARGIN * max(u.gpu_hours for u in done),
+                             seconds=ESTIMATE_MARGIN * max(u.seconds for u in done))
+        if self._bound is None:
+            self._bound = _bound(self._plan(_first_values(self.spec), 0).plan)
+        return self._bound
 
     def _launch_new(self) -> None:
         trial = self.study.ask(S.distributions(self.spec))
@@ -198,8 +210,16 @@ class Sweeper:
         except (SpecError, PlanError) as exc:
             self._finish(trial_id, number, TrialState.FAIL, Ending.TRAINING, f"its job cannot be planned: {exc}")
             return
-        estimate = _estimate(report.plan)
-        self._next = estimate if self._next is None or (estimate.cost or 0) > (self._next.cost or 0) else self._next
+        cap = self.spec.budget.max_cost
+        if cap is not None:
+            # The trial's share of the cap, as its own limits.max_cost (the job stops itself there): whatever a
+            # trial does, the running trials' shares and what was spent stay under the cap.
+            spend, estimate = self._spend(), self._next_estimate()
+            share = cap - spend.cost - spend.running_cost_left
+            share = min(share, SHARE_OF_ESTIMATE * (estimate.cost or share), report.spec.limits.max_cost or share)
+            spec = report.spec.model_copy(update={"limits": report.spec.limits.model_copy(
+                update={"max_cost": round(max(share, 0.01), 4)})})
+            report = replace(report, spec=spec)
         api.submit(report, self.store, job_id=job_id)
 
     def _plan(self, params: dict[str, Any], number: int) -> api.PlanReport:
@@ -309,21 +329,31 @@ class Sweeper:
         ids = [job_id for t in self.study.get_trials(deepcopy=False) for job_id in t.user_attrs.get(S.JOBS_ATTR, [])]
         return list(self.store.get_many(ids).values())
 
-    def _spend(self) -> Spend:
+    def _usage(self, job: JobRecord) -> _Usage:
+        """What a job cost (its bill once ended, the estimate from its nodes' prices while it runs), its GPU hours
+        and its running time."""
         now = self.now()
+        nodes = self.store.nodes(job.job_id)
+        gpus = {p.instance_type: p.gpus for p in Plan.model_validate(job.plan).candidates}
+        ran = [(n, ((n.ended_at or now) - n.running_at) / 3600) for n in nodes if n.running_at is not None]
+        cost = job.cost_cny if job.state.is_terminal() and job.cost_cny else cost_so_far(nodes, now)
+        return _Usage(cost, sum(gpus.get(n.instance_type, 0) * hours for n, hours in ran),
+                      (job.updated_at if job.state.is_terminal() else now) - job.created_at)
+
+    def _spend(self) -> Spend:
+        """Spent, and what the running trials may still spend: up to their share of the cap (their jobs'
+        limits.max_cost), and the next trial's estimate of GPU hours."""
         cost = gpu = left = gpu_left = 0.0
-        for job in self._jobs():
-            plan = Plan.model_validate(job.plan)
-            nodes = self.store.nodes(job.job_id)
-            spent = job.cost_cny if job.state.is_terminal() and job.cost_cny else cost_so_far(nodes, now)
-            gpus = max((p.gpus for p in plan.candidates), default=0) * plan.nnodes
-            hours = sum(((n.ended_at or now) - n.running_at) / 3600 for n in nodes if n.running_at is not None)
-            cost += spent
-            gpu += gpus * hours / max(1, plan.nnodes)
-            if not job.state.is_terminal():
-                bound = _estimate(plan)
-                left += max(0.0, (bound.cost or 0.0) - spent)
-                gpu_left += max(0.0, bound.gpu_hours - gpus * hours / max(1, plan.nnodes))
+        jobs = self._jobs()
+        estimate = self._next_estimate() if any(not job.state.is_terminal() for job in jobs) else None
+        for job in jobs:
+            used = self._usage(job)
+            cost += used.cost
+            gpu += used.gpu_hours
+            if estimate is not None and not job.state.is_terminal():
+                share = (job.spec.get("limits") or {}).get("max_cost")
+                left += max(0.0, (estimate.cost or 0.0 if share is None else share) - used.cost)
+                gpu_left += max(0.0, estimate.gpu_hours - used.gpu_hours)
         return Spend(cost, gpu, left, gpu_left)
 
     def _placement_failures(self) -> list[tuple[str, str]]:
@@ -370,8 +400,15 @@ class Sweeper:
         self.study._storage.set_trial_user_attr(trial_id, key, value)
 
 
-def _estimate(plan: Plan) -> NextTrial:
-    """A trial's bound: its first placement's price for its whole time limit."""
+@dataclass(frozen=True)
+class _Usage:
+    cost: float
+    gpu_hours: float
+    seconds: float
+
+
+def _bound(plan: Plan) -> NextTrial:
+    """A trial's bound before any completed: its first placement's price for its whole time limit."""
     hours = plan.expected_hours
     first = plan.candidates[0] if plan.candidates else None
     gpus = (first.gpus if first else 0) * plan.nnodes
