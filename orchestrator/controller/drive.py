@@ -23,11 +23,15 @@ def controller_name() -> str:
 
 def _holder_is_dead(store: Store, job_id: str) -> bool:
     """A lease held by a process of this machine that no longer exists (kill -9, power loss of the laptop) need
-    not be waited out: the pid is part of the holder's name."""
+    not be waited out."""
     job = store.get(job_id)
-    if job is None or not job.lease_owner:
-        return False
-    parts = job.lease_owner.split("/")
+    return job is not None and job.lease_owner is not None and died_here(job.lease_owner)
+
+
+def died_here(holder: str) -> bool:
+    """Whether ``holder`` (a controller_name()) was a process of this machine that no longer exists: the pid is part
+    of the name. False when it cannot tell (another machine, another user)."""
+    parts = holder.split("/")
     if len(parts) != 3 or parts[0] != owner() or not parts[1].isdigit():
         return False
     try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import api
 from ..contract import Status
+from ..controller.drive import died_here
 from ..lifecycle.decide import cost_so_far
 from ..lifecycle.machine import JobState
 from ..plan.models import Plan
@@ -143,8 +144,10 @@ class Sweeper:
             if not reason:
                 self._launch_new()
                 reason = self._blocked()
-        if reason and self.study.user_attrs.get(S.REASON_ATTR) != reason:
-            self.say(f"sweep {self.spec.study}: no more trials for now: {reason}")
+        said = str(self.study.user_attrs.get(S.REASON_ATTR, ""))
+        if reason and said != reason:
+            if _what(said) != _what(reason):  # once per limit, not at every change of its numbers
+                self.say(f"sweep {self.spec.study}: no more trials for now: {reason}")
             self._set(S.REASON_ATTR, reason)
         if self._trials(TrialState.RUNNING):
             return None
@@ -384,8 +387,9 @@ class Sweeper:
 
     def _take_over(self) -> None:
         holder = self.study.user_attrs.get(S.SWEEPER_ATTR) or {}
-        if holder and holder.get("owner") != self.me and self.now() - float(holder.get("beat", 0)) < \
-                SWEEPER_STALE_SECONDS:
+        other = str(holder.get("owner", ""))
+        if other and other != self.me and not died_here(other) and \
+                self.now() - float(holder.get("beat", 0)) < SWEEPER_STALE_SECONDS:
             raise SweepBusy(f"the study {self.spec.study} is driven by another `cvmjob sweep run` "
                             f"({holder.get('owner')}); `cvmjob sweep status {self.spec.study}` follows it")
         self._beat()
@@ -432,6 +436,11 @@ def _final(view: api.AgentView, name: str) -> float | None:
     if name == "loss":
         return view.status.loss if view.status else None
     return view.result.metrics.get(name) if view.result else None
+
+
+def _what(reason: str) -> str:
+    """The limit a stop reason names (``budget.max_cost``, ``brakes...``): its text up to the first colon."""
+    return reason.split(":", 1)[0]
 
 
 def _show(values: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .spec import Param, Pruner, Sampler, SweepSpec
 
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.distributions import BaseDistribution
 
+_PG_LOCK_KEY = 0x6376_6D6A_6F70  # "cvmjop": any constant the openers of one database agree on
 # Study attributes cvmjob keeps (Optuna's study user attributes, so optuna-dashboard shows them too).
 SPEC_ATTR = "cvmjob:spec"  # the sweep spec, as JSON: what `sweep status` and `report` read
 STATE_ATTR = "cvmjob:state"  # running, finished, stopped, cancelled
@@ -41,9 +42,24 @@ def storage(store: str) -> optuna.storages.RDBStorage:
     import optuna
 
     optuna.logging.set_verbosity(logging.WARNING)
-    # Sweep runs and the controller's engine share the SQLite file: wait for its write lock, as the store does.
-    args: dict[str, Any] = {"connect_args": {"timeout": 30}} if storage_url(store).startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(storage_url(store), engine_kwargs=args)
+    url = storage_url(store)
+    if not url.startswith("postgresql"):
+        # Sweep runs and the controller's engine share the SQLite file: wait for its write lock, as the store does.
+        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
+    # Optuna creates its tables (and PostgreSQL enum types) unlocked: a `sweep status` opening a new store while
+    # the `sweep run` does failed on a duplicate type. One opener at a time, like the store's own migrations.
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _PG_LOCK_KEY})
+            try:
+                return optuna.storages.RDBStorage(url)
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_LOCK_KEY})
+    finally:
+        engine.dispose()
 
 
 def distribution(param: Param) -> BaseDistribution:
