@@ -113,3 +113,10 @@ def test_the_schema_command_prints_the_sweep_schema() -> None:
                             capture_output=True, text=True, check=True)
     schema = json.loads(result.stdout)
     assert {"study", "job", "space", "objective", "trials"} <= set(schema["required"])
+
+
+def test_the_gpu_example_sweep_loads_too() -> None:
+    path = REPO / "sweeps" / "resnet50" / "sweep.yaml"
+    spec = load_sweep(path)
+    JobTemplate.of(spec, path).check(spec)
+    assert spec.objectives[0].metric == "loss" and spec.pruner.type == "asha"
