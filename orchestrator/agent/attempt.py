@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 PYTHON = "python3"  # the training's interpreter, as the launcher line names it (launch.shell_line)
 LOG_SHIP_POLL_SECONDS = 0.5
+# How soon a cancel (control.json) reaches the agent: a pruned sweep trial's instance is to be gone within seconds.
+# One small GET (mostly a 404) every 2 s per node is noise beside the GPU's bill.
+CONTROL_POLL_SECONDS = 2.0
 # A checkpoint committed locally but not yet uploaded dies with an instance reclaimed without notice: the work
 # lost is then up to one interval plus this window. A look is a local directory listing; 1 s made it the bulk of
 # the window (one in five no-notice reclaims of benchmarks/recovery.py lost more than one interval).
@@ -105,7 +108,7 @@ class Attempt:
         logs = Periodic("logs", LOG_SHIP_POLL_SECONDS, shipper.tick)
         final_logs = Periodic("logs", 0, lambda: shipper.tick(final=True))  # run once, by hand, at the end
         watchers = [
-            Periodic("control", self.cfg.heartbeat_seconds,
+            Periodic("control", min(self.cfg.heartbeat_seconds, CONTROL_POLL_SECONDS),
                      ControlWatcher(self.state, self.layout.control(self.cfg.attempt), self.stop).tick),
             Periodic("spot", self.cfg.preemption_poll_seconds,
                      SpotWatcher(self.metadata, self.stop, self.board).tick),

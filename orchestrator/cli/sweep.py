@@ -19,7 +19,7 @@ from ..home import store_url
 from ..state.store import Store
 from ..sweep import study as S
 from ..sweep.models import SweepView
-from ..sweep.run import JobTemplate, SweepBusy, Sweeper
+from ..sweep.run import JobTemplate, SweepBusy, Sweeper, cancel_sweep
 from ..sweep.spec import load_sweep
 from ..sweep.view import sweep_view
 from . import render
@@ -71,18 +71,17 @@ def run(
     def on_signal(signum: int, frame: Any) -> None:
         presses["count"] += 1
         if presses["count"] == 1:
-            study.set_user_attr(S.CANCEL_ATTR, True)
-            _cancel_running(study, store)
             _say("cancelling the sweep: the running trials checkpoint and their instances go; Ctrl-C again leaves "
                  "them to a later `cvmjob sweep run`")
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    study.set_user_attr(S.CANCEL_ATTR, False)
-    driver.start()
     try:
-        state = sweeper.run(stop=lambda: presses["count"] > 1)
+        sweeper.take_over()
     except SweepBusy as exc:
         raise Abort(str(exc), EXIT_BAD_INPUT) from None
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    driver.start()
+    try:
+        state = sweeper.run(cancel=lambda: presses["count"] > 0, stop=lambda: presses["count"] > 1)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -94,15 +93,6 @@ def run(
         raise typer.Exit(EXIT_CANCELLED)
     if state == "stopped":
         raise typer.Exit(EXIT_STOPPED)
-
-
-def _cancel_running(study: Any, store: Store) -> None:
-    from optuna.trial import TrialState
-
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        job = store.get(t.user_attrs.get(S.JOB_ATTR, ""))
-        if job is not None:
-            api.cancel(store, job)
 
 
 def _load(name: str) -> tuple[Any, Store]:
@@ -145,8 +135,7 @@ def list_sweeps(output: Output = "text") -> None:
 def cancel(study: StudyName) -> None:
     """Stop the sweep: no more trials, and the running ones' jobs cancelled (checkpoint, upload, destroy)."""
     loaded, store = _load(study)
-    loaded.set_user_attr(S.CANCEL_ATTR, True)
-    _cancel_running(loaded, store)
+    cancel_sweep(loaded, store)
     render.console.print(f"sweep {study}: cancelled; its running trials' jobs are being torn down")
 
 

@@ -26,6 +26,7 @@ from ..lifecycle.decide import cost_so_far
 from ..lifecycle.machine import JobState
 from ..plan.models import Plan
 from ..plan.planner import PlanError
+from ..providers.tencent.errors import CloudError
 from ..spec.errors import SpecError
 from ..spec.loader import load_job, read_job
 from ..spec.overrides import apply_overrides
@@ -112,17 +113,22 @@ class Sweeper:
     _seen_steps: dict[int, int] = field(default_factory=dict)  # trial number -> the last step reported to Optuna
 
     # -- the loop ------------------------------------------------------------------------------------------
-    def run(self, stop: Callable[[], bool] = lambda: False) -> str:
+    def run(self, cancel: Callable[[], bool] = lambda: False, stop: Callable[[], bool] = lambda: False) -> str:
         """Until the study has ``trials`` ended trials (or dispatch stopped and the running ones ended); the
-        sweep's final state. ``stop``: a Ctrl-C that asks to leave the running trials to a later run."""
+        sweep's final state. ``cancel``: a Ctrl-C (the running trials are cancelled, the sweep ends once they
+        have); ``stop``: a second one (they are left to a later run). Both are only read here, never acted on in a
+        signal handler: the study's storage is not re-entrant. Call take_over() first."""
         self.started_at = self.started_at or self.now()
-        self._take_over()
         self._set(S.STATE_ATTR, "running")
         self._set(S.REASON_ATTR, "")
         self.study.set_user_attr(S.SPEC_ATTR, self.spec.model_dump(mode="json"))
         self._warm_start()
+        cancelled = False
         while True:
             self._beat()
+            if cancel() and not cancelled:
+                cancelled = True
+                cancel_sweep(self.study, self.store, self.now)
             state = self.step()
             if state is not None:
                 self._set(S.STATE_ATTR, state)
@@ -213,6 +219,9 @@ class Sweeper:
         except (SpecError, PlanError) as exc:
             self._finish(trial_id, number, TrialState.FAIL, Ending.TRAINING, f"its job cannot be planned: {exc}")
             return
+        except CloudError as exc:  # still failing after the plan's own retries: the next step tries again
+            self.say(f"trial {number}: its job cannot be planned now ({exc}); trying again")
+            return
         cap = self.spec.budget.max_cost
         if cap is not None:
             # The trial's share of the cap, as its own limits.max_cost (the job stops itself there): whatever a
@@ -247,8 +256,8 @@ class Sweeper:
             self._trial_attr(trial._trial_id, S.JOB_ATTR, job_id)
             self._trial_attr(trial._trial_id, S.JOBS_ATTR, [job_id])
         job = self.store.get(job_id)
-        if job is None:  # named, then the sweep died before submitting it
-            self.say(f"trial {trial.number}: submitting its job {job_id} (the last sweep run stopped before)")
+        if job is None:  # named, then not submitted: the sweep died, or the cloud failed its plan
+            self.say(f"trial {trial.number}: submitting its job {job_id}")
             self._submit(trial.number, trial._trial_id, trial.params, job_id)
             return
         if not job.state.is_terminal():
@@ -385,7 +394,9 @@ class Sweeper:
         self._set("cvmjob:warm_started", True)
         self.say(f"sweep {self.spec.study}: warm start with the best {len(best)} trial(s) of {warm.study}")
 
-    def _take_over(self) -> None:
+    def take_over(self) -> None:
+        """Make this process the study's one `sweep run` (SweepBusy while another live one is), and clear an
+        earlier run's cancel: running the sweep again continues it."""
         holder = self.study.user_attrs.get(S.SWEEPER_ATTR) or {}
         other = str(holder.get("owner", ""))
         if other and other != self.me and not died_here(other) and \
@@ -393,6 +404,7 @@ class Sweeper:
             raise SweepBusy(f"the study {self.spec.study} is driven by another `cvmjob sweep run` "
                             f"({holder.get('owner')}); `cvmjob sweep status {self.spec.study}` follows it")
         self._beat()
+        self._set(S.CANCEL_ATTR, False)
 
     def _beat(self) -> None:
         self._set(S.SWEEPER_ATTR, {"owner": self.me, "beat": self.now()})
@@ -402,6 +414,18 @@ class Sweeper:
 
     def _trial_attr(self, trial_id: int, key: str, value: Any) -> None:
         self.study._storage.set_trial_user_attr(trial_id, key, value)
+
+
+def cancel_sweep(study: optuna.Study, store: Store, now: Callable[[], float] = time.time) -> None:
+    """No more trials, and every running trial's job cancelled (checkpoint, upload, destroy); the `sweep run`
+    tells those trials FAIL as their jobs end (or the next run does)."""
+    from optuna.trial import TrialState
+
+    study.set_user_attr(S.CANCEL_ATTR, True)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        job = store.get(t.user_attrs.get(S.JOB_ATTR, ""))
+        if job is not None:
+            api.cancel(store, job, now)
 
 
 @dataclass(frozen=True)

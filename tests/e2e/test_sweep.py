@@ -131,7 +131,8 @@ def shipped_log(cli: Cli, job_id: str, attempt: int) -> str:
 
 
 def ledger_cny(cli: Cli) -> float:
-    return sum(line["cost_fen"] for line in cli.emulator.admin.billing()["ledger"]) / 100
+    fen: int = sum(line["cost_fen"] for line in cli.emulator.admin.billing()["ledger"])
+    return fen / 100
 
 
 def test_a_spot_sweep_resumes_its_reclaimed_trials_and_bills_what_the_ledger_says(
@@ -322,3 +323,41 @@ def test_a_sweep_killed_mid_run_continues_with_exactly_its_trials(
         if t["state"] == "RUNNING":
             assert next(v for v in view["trials"] if v["number"] == t["number"])["job_id"] == t["job_id"]
     wait_until("every instance gone", lambda: nothing_left(cli.emulator), 60)
+
+
+def test_ctrl_c_cancels_the_sweep_and_its_running_trials(cli: Cli, tmp_path: Path, sweeps: list[Sweep]) -> None:
+    sweep = make(sweeps, cli, tmp_path / "interrupt", {
+        "study": "e2e-interrupt",
+        "space": {"q": {"low": 1.0, "high": 2.0}},
+        "set": {"snapshot.enabled": False, "train.command": metric_command("--steps 200")},
+        "objective": {"metric": "val_loss"},
+        "trials": 6, "parallel": 2,
+    })
+    sweep.start()
+    assert sweep.process is not None
+    watch = TrialJobs(cli)
+    wait_until("two trials training", lambda: watch.training() >= 2, 240)
+    sweep.process.send_signal(signal.SIGINT)
+    code, view = sweep.finish(timeout=180)
+    assert code == 130, sweep.log()[-3000:]
+    assert view["state"] == "cancelled" and len(view["trials"]) == 2
+    assert all(t["state"] == "FAIL" and "CANCELLED" in t["reason"] for t in view["trials"]), view["trials"]
+    wait_until("every instance gone", lambda: nothing_left(cli.emulator), 60)
+    again = cli.run("sweep", "status", "e2e-interrupt", "--output", "json", timeout=60)
+    assert json.loads(again.stdout)["state"] == "cancelled"
+
+
+class TrialJobs:
+    """How many trial jobs' agents report training, from the emulator's instances and their heartbeats."""
+
+    def __init__(self, cli: Cli) -> None:
+        self.cli = cli
+
+    def training(self) -> int:
+        count = 0
+        for instance in self.cli.emulator.admin.instances():
+            job_id = instance.get("tags", {}).get(TAG_JOB)
+            if instance["state"] == "RUNNING" and job_id:
+                status = status_doc(self.cli, job_id, int(instance["tags"].get(TAG_ATTEMPT, "1")))
+                count += bool(status and status.get("phase") == "training")
+        return count
