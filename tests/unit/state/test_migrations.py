@@ -236,9 +236,12 @@ def test_a_store_of_an_earlier_release_moves_its_revision_and_shares_the_databas
     assert version(raw) == (migrations.head(),)
     with raw.connect() as conn:
         assert not inspect(conn).has_table("alembic_version")
-    url = raw.url.render_as_string(hide_password=False)
-    optuna.create_study(study_name="s", storage=url).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
-    store = Store(store_url)  # Optuna's revision in alembic_version is not the store's concern
-    store.close()
-    assert version(raw) == (migrations.head(),)
-    assert len(optuna.load_study(study_name="s", storage=url).trials) == 1
+    storage = optuna.storages.RDBStorage(raw.url.render_as_string(hide_password=False))
+    try:
+        optuna.create_study(study_name="s", storage=storage).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+        store = Store(store_url)  # Optuna's revision in alembic_version is not the store's concern
+        store.close()
+        assert version(raw) == (migrations.head(),)
+        assert len(optuna.load_study(study_name="s", storage=storage).trials) == 1
+    finally:
+        storage.engine.dispose()  # its pooled connections, closed now rather than by the garbage collector

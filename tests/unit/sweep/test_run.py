@@ -35,3 +35,5 @@ def test_a_warm_start_runs_the_earlier_studys_best_trials_first_and_only_once(tm
     assert [t.system_attrs["fixed_params"]["x"] for t in waiting] == [0.2, 0.3]  # what ask() will take
     assert said == ["sweep tonight: warm start with the best 2 trial(s) of yesterday"]
     store.close()
+    for study in (yesterday, tonight):  # Optuna caches an RDB storage; its engine's pool is closed here, not by gc
+        study._storage._backend.engine.dispose()  # type: ignore[attr-defined]
