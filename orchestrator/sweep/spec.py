@@ -85,8 +85,8 @@ class Param(SpecModel):
         if self.choices is not None:
             return "categorical"
         bounds = [v for v in (self.low, self.high, self.step) if v is not None]
-        return "int" if bounds and all(isinstance(v, int) or float(v).is_integer() for v in bounds) and \
-            not self.log else "float"
+        whole = bool(bounds) and all(float(v).is_integer() for v in bounds)
+        return "int" if whole and not self.log else "float"
 
     def grid(self) -> list[Scalar] | None:
         """Every value the parameter can take, when that is a finite list (the grid sampler needs one)."""
