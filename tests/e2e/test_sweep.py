@@ -115,6 +115,17 @@ def metric_command(extra: str = "") -> str:
     return f"python metric.py --quality {{q}} {extra}".strip()
 
 
+def metric_sweep(study: str, flags: str, **fields: Any) -> dict[str, Any]:
+    """A sweep of metric.py over q in [1, 2] (no snapshot), with ``fields`` on top."""
+    return {
+        "study": study,
+        "space": {"q": {"low": 1.0, "high": 2.0}},
+        "set": {"snapshot.enabled": False, "train.command": metric_command(flags)},
+        "objective": {"metric": "val_loss"},
+        **fields,
+    }
+
+
 def status_doc(cli: Cli, job_id: str, attempt: int) -> dict[str, Any] | None:
     cos = make_cos(cli.emulator)
     key = JobLayout(job_id).status(attempt, 0)
@@ -268,14 +279,8 @@ def test_the_budget_stops_dispatch_before_the_cap(cli: Cli, tmp_path: Path, swee
 
 def test_a_training_that_always_fails_stops_the_sweep_at_the_brake(cli: Cli, tmp_path: Path,
                                                                      sweeps: list[Sweep]) -> None:
-    sweep = make(sweeps, cli, tmp_path / "brakes", {
-        "study": "e2e-brakes",
-        "space": {"q": {"low": 1.0, "high": 2.0}},
-        "set": {"snapshot.enabled": False, "train.command": metric_command("--fail")},
-        "objective": {"metric": "val_loss"},
-        "trials": 6, "parallel": 1,
-        "brakes": {"consecutive_failures": 2},
-    })
+    sweep = make(sweeps, cli, tmp_path / "brakes", metric_sweep(
+        "e2e-brakes", "--fail", trials=6, parallel=1, brakes={"consecutive_failures": 2}))
     code, view = sweep.run()
     assert code == 4
     assert [t["state"] for t in view["trials"]] == ["FAIL", "FAIL"]
@@ -292,14 +297,8 @@ def test_a_sweep_killed_mid_run_continues_with_exactly_its_trials(
         database = fresh_database(request.getfixturevalue("postgres_url"))
         os.environ["CVMJOB_DB"] = database.__enter__()
         request.addfinalizer(lambda: (os.environ.pop("CVMJOB_DB", None), database.__exit__(None, None, None)))
-    spec = {
-        "study": f"e2e-kill-{backend}",
-        "space": {"q": {"low": 1.0, "high": 2.0}},
-        "set": {"snapshot.enabled": False, "train.command": metric_command("--steps 30")},
-        "objective": {"metric": "val_loss"},
-        "trials": 4, "parallel": 2,
-    }
-    sweep = make(sweeps, cli, tmp_path / "kill", spec)
+    sweep = make(sweeps, cli, tmp_path / "kill", metric_sweep(f"e2e-kill-{backend}", "--steps 30", trials=4,
+                                                              parallel=2))
     sweep.start()
 
     def training() -> bool:
@@ -328,13 +327,8 @@ def test_a_sweep_killed_mid_run_continues_with_exactly_its_trials(
 
 
 def test_ctrl_c_cancels_the_sweep_and_its_running_trials(cli: Cli, tmp_path: Path, sweeps: list[Sweep]) -> None:
-    sweep = make(sweeps, cli, tmp_path / "interrupt", {
-        "study": "e2e-interrupt",
-        "space": {"q": {"low": 1.0, "high": 2.0}},
-        "set": {"snapshot.enabled": False, "train.command": metric_command("--steps 200")},
-        "objective": {"metric": "val_loss"},
-        "trials": 6, "parallel": 2,
-    })
+    sweep = make(sweeps, cli, tmp_path / "interrupt", metric_sweep("e2e-interrupt", "--steps 200", trials=6,
+                                                                   parallel=2))
     sweep.start()
     assert sweep.process is not None
     watch = TrialJobs(cli)
