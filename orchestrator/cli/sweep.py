@@ -21,7 +21,7 @@ from ..sweep import study as S
 from ..sweep.models import SweepView
 from ..sweep.run import JobTemplate, SweepBusy, Sweeper, cancel_sweep
 from ..sweep.spec import load_sweep
-from ..sweep.view import sweep_view
+from ..sweep.view import show_values, sweep_view
 from . import render
 from .options import Abort, Emulator, Output, check_output
 
@@ -162,7 +162,7 @@ def _show(view: SweepView, output: str) -> None:
         table.add_column(column)
     for t in view.trials:
         table.add_row(str(t.number), t.state.value, "-" if t.value is None else f"{t.value:.4g}",
-                      ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()),
+                      show_values(t.params),
                       f"{t.cost:.2f}", str(t.attempts), t.job_id or "-")
     render.console.print(table)
     if view.best is not None:

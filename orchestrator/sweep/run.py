@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from .. import api
 from ..contract import Status
 from ..controller.drive import died_here
-from ..lifecycle.decide import cost_so_far
 from ..lifecycle.machine import JobState
 from ..plan.models import Plan
 from ..plan.planner import PlanError
@@ -34,6 +33,7 @@ from ..state.store import JobRecord, Store
 from . import study as S
 from .rules import Ending, NextTrial, Spend, consecutive_failures, ending, may_start, placements_to_avoid
 from .spec import SweepSpec, placeholder_problems, render
+from .view import job_cost, show_values
 
 if TYPE_CHECKING:
     import optuna
@@ -185,29 +185,43 @@ class Sweeper:
 
     def _afford(self) -> str | None:
         deadline = self.spec.budget.deadline
+        spend, estimate = self._ledger()
         return may_start(
-            self._spend(), self._next_estimate(), max_cost=self.spec.budget.max_cost,
+            spend, estimate, max_cost=self.spec.budget.max_cost,
             gpu_hours=self.spec.budget.gpu_hours, now=self.now(),
             deadline=None if deadline is None else self.started_at + deadline)
 
-    def _next_estimate(self) -> NextTrial:
-        """What the next trial will cost: the costliest completed trial's cost with a margin, once there is one;
-        before, its plan's bound (its price for its whole time limit)."""
-        done = [self._usage(job) for job in self._jobs() if job.state == JobState.SUCCEEDED]
+    def _ledger(self) -> tuple[Spend, NextTrial]:
+        """From one read of every trial's jobs: what was spent, what the running trials may still spend (up to
+        their share of the cap, their jobs' limits.max_cost), and what the next trial will cost: the costliest
+        completed trial with a margin once there is one, before that its plan's bound (its price for its whole
+        time limit)."""
+        usages = [(job, self._usage(job)) for job in self._jobs()]
+        done = [used for job, used in usages if job.state == JobState.SUCCEEDED]
         if done:
-            return NextTrial(cost=ESTIMATE_MARGIN * max(u.cost for u in done),
-                             gpu_hours=ESTIMATE_MARGIN * max(u.gpu_hours for u in done),
-                             seconds=ESTIMATE_MARGIN * max(u.seconds for u in done))
-        if self._bound is None:
-            self._bound = _bound(self._plan(_first_values(self.spec), 0).plan)
-        return self._bound
+            estimate = NextTrial(cost=ESTIMATE_MARGIN * max(u.cost for u in done),
+                                 gpu_hours=ESTIMATE_MARGIN * max(u.gpu_hours for u in done),
+                                 seconds=ESTIMATE_MARGIN * max(u.seconds for u in done))
+        else:
+            if self._bound is None:
+                self._bound = _bound(self._plan(_first_values(self.spec), 0).plan)
+            estimate = self._bound
+        cost = gpu = left = gpu_left = 0.0
+        for job, used in usages:
+            cost += used.cost
+            gpu += used.gpu_hours
+            if not job.state.is_terminal():
+                share = (job.spec.get("limits") or {}).get("max_cost")
+                left += max(0.0, (estimate.cost or 0.0 if share is None else share) - used.cost)
+                gpu_left += max(0.0, estimate.gpu_hours - used.gpu_hours)
+        return Spend(cost, gpu, left, gpu_left), estimate
 
     def _launch_new(self) -> None:
         trial = self.study.ask(S.distributions(self.spec))
         job_id = api.new_job_id()
         trial.set_user_attr(S.JOB_ATTR, job_id)
         trial.set_user_attr(S.JOBS_ATTR, [job_id])
-        self.say(f"trial {trial.number}: {_show(trial.params)} -> job {job_id}")
+        self.say(f"trial {trial.number}: {show_values(trial.params)} -> job {job_id}")
         self._submit(trial.number, trial._trial_id, trial.params, job_id)
 
     def _submit(self, number: int, trial_id: int, params: dict[str, Any], job_id: str) -> None:
@@ -226,7 +240,7 @@ class Sweeper:
         if cap is not None:
             # The trial's share of the cap, as its own limits.max_cost (the job stops itself there): whatever a
             # trial does, the running trials' shares and what was spent stay under the cap.
-            spend, estimate = self._spend(), self._next_estimate()
+            spend, estimate = self._ledger()
             share = cap - spend.cost - spend.running_cost_left
             share = min(share, SHARE_OF_ESTIMATE * (estimate.cost or share), report.spec.limits.max_cost or share)
             spec = report.spec.model_copy(update={"limits": report.spec.limits.model_copy(
@@ -313,7 +327,7 @@ class Sweeper:
                 return
             values.append(value)
         self.study.tell(trial.number, values)
-        self.say(f"trial {trial.number}: COMPLETE, {_show(dict(zip(self._metric_names(), values, strict=True)))}")
+        self.say(f"trial {trial.number}: COMPLETE, {show_values(dict(zip(self._metric_names(), values, strict=True)))}")
 
     def _finish(self, trial_id: int, number: int, state: Any, end: Ending, reason: str) -> None:
         self._trial_attr(trial_id, S.KIND_ATTR, end.value)
@@ -348,25 +362,8 @@ class Sweeper:
         nodes = self.store.nodes(job.job_id)
         gpus = {p.instance_type: p.gpus for p in Plan.model_validate(job.plan).candidates}
         ran = [(n, ((n.ended_at or now) - n.running_at) / 3600) for n in nodes if n.running_at is not None]
-        cost = job.cost_cny if job.state.is_terminal() and job.cost_cny else cost_so_far(nodes, now)
-        return _Usage(cost, sum(gpus.get(n.instance_type, 0) * hours for n, hours in ran),
+        return _Usage(job_cost(job, nodes, now), sum(gpus.get(n.instance_type, 0) * hours for n, hours in ran),
                       (job.updated_at if job.state.is_terminal() else now) - job.created_at)
-
-    def _spend(self) -> Spend:
-        """Spent, and what the running trials may still spend: up to their share of the cap (their jobs'
-        limits.max_cost), and the next trial's estimate of GPU hours."""
-        cost = gpu = left = gpu_left = 0.0
-        jobs = self._jobs()
-        estimate = self._next_estimate() if any(not job.state.is_terminal() for job in jobs) else None
-        for job in jobs:
-            used = self._usage(job)
-            cost += used.cost
-            gpu += used.gpu_hours
-            if estimate is not None and not job.state.is_terminal():
-                share = (job.spec.get("limits") or {}).get("max_cost")
-                left += max(0.0, (estimate.cost or 0.0 if share is None else share) - used.cost)
-                gpu_left += max(0.0, estimate.gpu_hours - used.gpu_hours)
-        return Spend(cost, gpu, left, gpu_left)
 
     def _placement_failures(self) -> list[tuple[str, str]]:
         failed = []
@@ -467,6 +464,4 @@ def _what(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
-def _show(values: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
 

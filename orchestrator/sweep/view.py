@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..lifecycle.decide import cost_so_far
 from ..lifecycle.machine import JobState
 from ..plan.models import Plan
-from ..state.store import JobRecord, Store
+from ..state.store import JobRecord, NodeRecord, Store
 from . import study as S
 from .models import Best, Preemption, SweepView, TrialState, TrialView
 
@@ -47,7 +47,7 @@ def _trial(t: FrozenTrial, store: Store, now: float) -> TrialView:
         value=t.values[0] if t.values else None,
         values=list(t.values) if t.values and len(t.values) > 1 else None,
         params=dict(t.params),
-        cost=round(sum(_cost(job, store, now) for job in jobs), 6),
+        cost=round(sum(job_cost(job, store.nodes(job.job_id), now) for job in jobs), 6),
         attempts=sum(job.attempt for job in jobs),
         retries=max(0, len(job_ids) - 1),
         job_id=t.user_attrs.get(S.JOB_ATTR),
@@ -59,11 +59,16 @@ def _trial(t: FrozenTrial, store: Store, now: float) -> TrialView:
     )
 
 
-def _cost(job: JobRecord, store: Store, now: float) -> float:
+def job_cost(job: JobRecord, nodes: list[NodeRecord], now: float) -> float:
     """The bill once the job ended (read from the billing API at its end), the estimate while it runs."""
     if job.state.is_terminal():
         return job.cost_cny
-    return cost_so_far(store.nodes(job.job_id), now)
+    return cost_so_far(nodes, now)
+
+
+def show_values(values: dict[str, Any]) -> str:
+    """Parameters or metrics on one line: ``lr=0.003, hidden=128``."""
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
 
 
 def _preemptions(job: JobRecord, store: Store) -> list[Preemption]:
