@@ -288,10 +288,12 @@ def follow_logs(store: Store, job: JobRecord, attempt: int | None = None, node: 
         time.sleep(POLL_SECONDS)
 
 
-def cancel(store: Store, job: JobRecord, now: Callable[[], float] = time.time) -> None:
+def cancel(store: Store, job: JobRecord, now: Callable[[], float] = time.time, checkpoint: bool = True) -> None:
+    """Ask the job's controller to cancel it: the agents checkpoint and upload first, unless ``checkpoint`` is
+    off (nothing will resume it: its instances go within seconds)."""
     if job.state.is_terminal():
         return
-    store.request_cancel(job.job_id, now())
+    store.request_cancel(job.job_id, now(), checkpoint)
 
 
 def wait(store: Store, job: JobRecord) -> JobRecord:

@@ -208,6 +208,16 @@ class GpuStat(_Model):
 METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 Metrics = dict[Annotated[str, StringConstraints(pattern=f"^{METRIC_NAME.pattern}$")],
                Annotated[float, Field(strict=True, allow_inf_nan=False)]]
+# How many of the training's latest reports of named metrics a heartbeat carries: a sweep's pruner compares trials
+# at the same step, so it needs every report, not the newest one a heartbeat (every few seconds) happened to see.
+RECENT_METRICS = 32
+
+
+class MetricsAt(_Model):
+    """The named metrics as they stood at ``step`` (Progress.metrics at metrics_step)."""
+
+    step: int
+    metrics: Metrics
 
 
 class Status(_Model):
@@ -224,6 +234,7 @@ class Status(_Model):
     loss: float | None = None
     metrics: Metrics = Field(default_factory=dict)  # the training's latest value of each (Progress.metrics)
     metrics_step: int | None = None  # the step the newest of them was reported at: a sweep's intermediate value
+    recent_metrics: list[MetricsAt] = Field(default_factory=list)  # the last RECENT_METRICS reports, oldest first
     sync_bytes_done: int = 0
     sync_bytes_total: int = 0
     checkpoints_uploaded: int = 0
@@ -287,11 +298,12 @@ class Result(_Model):
 
 class Control(_Model):
     """``control.json``: the controller asks the agents of an attempt to stop (cancel: checkpoint, upload,
-    exit)."""
+    exit). Without ``checkpoint`` the training is stopped at once (a pruned sweep trial: nothing resumes it)."""
 
     layout_version: int = LAYOUT_VERSION
     action: Literal["cancel"]
     reason: str
+    checkpoint: bool = True
     time: float
 
 

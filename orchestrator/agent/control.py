@@ -7,7 +7,7 @@ import time
 from orchestrator.contract import Control
 from orchestrator.providers.tencent.storage import ObjectStore
 
-from .stop import CANCEL_GRACE_SECONDS, StopRequest, StopSignal
+from .stop import CANCEL_GRACE_SECONDS, STOP_NOW_SECONDS, StopRequest, StopSignal
 
 
 class ControlWatcher:
@@ -22,5 +22,6 @@ class ControlWatcher:
             return
         control = Control.model_validate(doc)
         if control.action == "cancel":
-            self.stop.request(StopRequest("cancel", f"cancelled: {control.reason}",
-                                          time.monotonic() + CANCEL_GRACE_SECONDS))
+            grace = CANCEL_GRACE_SECONDS if control.checkpoint else STOP_NOW_SECONDS
+            self.stop.request(StopRequest("cancel", f"cancelled: {control.reason}", time.monotonic() + grace,
+                                          checkpoint=control.checkpoint))

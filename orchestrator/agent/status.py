@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from orchestrator.contract import GpuStat, Phase, Progress, Status
+from orchestrator.contract import RECENT_METRICS, GpuStat, MetricsAt, Phase, Progress, Status
 
 
 class StatusBoard:
@@ -25,8 +25,16 @@ class StatusBoard:
         self._update(wake=True, phase=phase, message=message)
 
     def set_progress(self, progress: Progress) -> None:
-        self._update(step=progress.step, loss=progress.loss, metrics=progress.metrics,
-                     metrics_step=progress.metrics_step)
+        with self._lock:
+            recent, step = self._status.recent_metrics, progress.metrics_step
+            latest = None if step is None else MetricsAt(step=step, metrics=progress.metrics)
+            if latest is not None and (not recent or recent[-1] != latest):
+                # A second report at the step already recorded replaces it (metrics computed in two passes).
+                kept = recent[:-1] if recent and recent[-1].step == step else recent
+                recent = [*kept, latest][-RECENT_METRICS:]
+            self._status = self._status.model_copy(update={
+                "step": progress.step, "loss": progress.loss, "metrics": progress.metrics,
+                "metrics_step": step, "recent_metrics": recent})
 
     @property
     def current(self) -> Status:

@@ -17,6 +17,10 @@ from orchestrator.contract import Outcome
 from .errors import AttemptEnded
 
 CANCEL_GRACE_SECONDS = 300.0  # a cancel gets this long for the checkpoint, its upload and the outputs
+# A cancel without a checkpoint: the training gets a few seconds after SIGTERM, then the outputs, the last logs and
+# the result go out; the controller tears down after lifecycle.decide.STOP_NOW_GRACE whatever happens.
+STOP_NOW_SECONDS = 10.0
+STOP_NOW_TRAINING_GRACE = 3.0
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class StopRequest:
     reason: str
     deadline: float  # time.monotonic() by which the node must be done: the reclaim, or the cancel grace
     notice_time: str | None = None  # spot/termination-time as the metadata service wrote it
+    checkpoint: bool = True  # ask the training for an emergency checkpoint first (a cancel may do without)
 
     @property
     def outcome(self) -> Outcome:

@@ -12,6 +12,8 @@ A stop request (spot notice or cancel) is served in this order:
    older;
 3. SIGTERM to every training process, SIGKILL after a grace period;
 4. finish uploading what appeared, until shortly before the deadline.
+
+A cancel without a checkpoint (a pruned sweep trial) skips the first two: SIGTERM at once.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from orchestrator.contract import CHECKPOINT_SIGNAL, Outcome, Phase, Progress
 
 from .processes import Launched
 from .status import StatusBoard
-from .stop import StopRequest, StopSignal
+from .stop import STOP_NOW_TRAINING_GRACE, StopRequest, StopSignal
 from .uploader import CheckpointUploader
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,11 @@ class Supervisor:
 
     def _stop(self, request: StopRequest) -> TrainingEnd:
         self.board.set_phase(Phase.PREEMPTED if request.kind == "preempt" else Phase.CANCELLED, request.reason)
+        if not request.checkpoint:
+            log.warning("%s: stopping the training, without a checkpoint", request.reason)
+            stopped = self.process.stop(STOP_NOW_TRAINING_GRACE)
+            self._observe()
+            return TrainingEnd(request.outcome, stopped, f"{request.reason}: stopped without a checkpoint, as asked")
         log.warning("%s: asking the training for a checkpoint (%.0f s left)", request.reason, request.remaining())
         self.uploader.request_emergency()
         self.process.signal_all(CHECKPOINT_SIGNAL)

@@ -257,14 +257,18 @@ def logs(
 
 
 @app.command()
-def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the job has ended")] = False) -> None:
+def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the job has ended")] = False,
+           checkpoint: Annotated[bool, typer.Option(
+               help="ask the training for an emergency checkpoint first; --no-checkpoint stops it at once, for work "
+                    "nothing will continue: its instances go within seconds")] = True,
+           ) -> None:
     """Cancel gracefully: the agent checkpoints and uploads, then everything is torn down."""
     store = _store()
     record = api.find_job(store, job)
     if record.state.is_terminal():
         render.console.print(f"{record.job_id} already ended: {record.state.value}")
         return
-    api.cancel(store, record)
+    api.cancel(store, record, checkpoint=checkpoint)
     render.console.print(f"cancel requested for {record.job_id}; the controller driving it acts on it")
     if record.lease_owner is None or record.lease_expires < time.time():
         render.console.print("no controller is driving it: `cvmjob resume` it to carry the cancel out")

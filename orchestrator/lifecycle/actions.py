@@ -47,7 +47,10 @@ class Move:
 
 @dataclass(frozen=True)
 class RequestCancel:
+    """control.json for the attempt's agents: stop, after an emergency checkpoint unless ``checkpoint`` is off."""
+
     reason: str
+    checkpoint: bool = True
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,9 @@ S = JobState
 # once per silence: again only after it reported since (every 30 s while quiet made a loaded controller with a
 # thousand late heartbeats spend most of its time on GetFederationToken).
 KEYS_REFRESH_BEFORE = 1800.0  # the agents' short-lived keys are replaced this long before they expire
+# A cancel without a checkpoint: the agent stops the training (a few seconds' grace), ships its last logs and its
+# result; one that has not after this long is torn down anyway (its instance bills while it waits).
+STOP_NOW_GRACE = 30.0
 
 _FAILURE_STATES = {
     Outcome.TRAINING_FAILED: S.FAILED,
@@ -260,6 +263,9 @@ def _running(r: _Round) -> list[Action]:
     if results and all(r.outcome == Outcome.CANCELLED for r in results):
         return [Move(S.TEARING_DOWN, "the agents stopped on request", outcome=S.CANCELLED)]
     if r.job.cancel_requested:
+        if not r.job.cancel_checkpoint:
+            return [RequestCancel("cancelled by the user", checkpoint=False),
+                    Move(S.CANCELLING, "asking the agents to stop now, without a checkpoint")]
         return [RequestCancel("cancelled by the user"), Move(S.CANCELLING, "asking the agents to checkpoint and stop")]
     stale = [
         v
@@ -316,9 +322,11 @@ def _cancelling(r: _Round) -> list[Action]:
     done = all(v.result is not None or v.instance is None for v in r.obs.nodes)
     if done:
         return [Move(S.TEARING_DOWN, "the agents stopped", outcome=S.CANCELLED)]
-    if r.obs.now - r.entered_at > r.s.cancel_grace:
-        return [Move(S.TEARING_DOWN, f"the agents did not stop within {r.s.cancel_grace:.0f} s", outcome=S.CANCELLED)]
-    return [*_refresh(r), Wait(r.s.poll_seconds, "waiting for the agents to checkpoint and stop")]
+    grace = r.s.cancel_grace if r.job.cancel_checkpoint else min(r.s.cancel_grace, STOP_NOW_GRACE)
+    if r.obs.now - r.entered_at > grace:
+        return [Move(S.TEARING_DOWN, f"the agents did not stop within {grace:.0f} s", outcome=S.CANCELLED)]
+    what = "checkpoint and stop" if r.job.cancel_checkpoint else "stop"
+    return [*_refresh(r), Wait(r.s.poll_seconds, f"waiting for the agents to {what}")]
 
 
 def _imaging(r: _Round) -> list[Action]:

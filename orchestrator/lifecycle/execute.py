@@ -470,7 +470,7 @@ class Executor:
 
     def _RequestCancel(self, action: RequestCancel) -> Next:
         job = self.job()
-        control = Control(action="cancel", reason=action.reason, time=self.now())
+        control = Control(action="cancel", reason=action.reason, checkpoint=action.checkpoint, time=self.now())
         retrying(lambda: self.state.put_json(self.layout.control(job.attempt), control.model_dump(mode="json")))
         return Next.CONTINUE
 

@@ -28,6 +28,7 @@ jobs = Table(
     Column("exit_code", Integer),
     Column("cost_cny", Float, nullable=False, server_default=text("0")),
     Column("cancel_requested", Integer, nullable=False, server_default=text("0")),
+    Column("cancel_checkpoint", Integer, nullable=False, server_default=text("1")),  # the cancel wants one first
     Column("keep_until", Float),
     Column("final_step", Integer),
     Column("lease_owner", Text),

@@ -112,6 +112,7 @@ class JobRecord:
     keys_expire_at: float | None = None
     image_error: str | None = None
     entered_at: float = 0.0  # when it entered its state: the latest transition
+    cancel_checkpoint: bool = True  # the requested cancel wants the agents' emergency checkpoint first
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,7 @@ def _job(row: Row[Any]) -> JobRecord:
     data["state"] = JobState(data["state"])
     data["outcome"] = JobState(data["outcome"]) if data["outcome"] else None
     data["cancel_requested"] = bool(data["cancel_requested"])
+    data["cancel_checkpoint"] = bool(data["cancel_checkpoint"])
     return JobRecord(**data)
 
 
@@ -641,11 +643,16 @@ class Store:
             self._fence(conn, job_id, token)
             self._update(conn, job_id, now, changes)
 
-    def request_cancel(self, job_id: str, now: float) -> None:
-        """Unfenced on purpose: any process may ask; the controller holding the lease acts on it."""
+    def request_cancel(self, job_id: str, now: float, checkpoint: bool = True) -> None:
+        """Unfenced on purpose: any process may ask; the controller holding the lease acts on it. A cancel without
+        the checkpoint wins over one with it, whichever came first."""
+        values: dict[str, Any] = {"cancel_requested": 1, "updated_at": now}
+        if not checkpoint:
+            values["cancel_checkpoint"] = 0
         with self._write() as conn:
-            conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(cancel_requested=1, updated_at=now))
-            conn.execute(events.insert().values(job_id=job_id, at=now, kind="note", detail="cancel requested"))
+            conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
+            conn.execute(events.insert().values(job_id=job_id, at=now, kind="note", detail="cancel requested"
+                                                + ("" if checkpoint else " (no checkpoint)")))
 
     @staticmethod
     def _update(conn: Connection, job_id: str, now: float, changes: dict[str, Any]) -> None:

@@ -111,6 +111,7 @@ class Sweeper:
     started_at: float = 0.0
     _bound: NextTrial | None = None
     _seen_steps: dict[int, int] = field(default_factory=dict)  # trial number -> the last step reported to Optuna
+    _told_settling: bool = False
 
     # -- the loop ------------------------------------------------------------------------------------------
     def run(self, cancel: Callable[[], bool] = lambda: False, stop: Callable[[], bool] = lambda: False) -> str:
@@ -156,6 +157,12 @@ class Sweeper:
                 self.say(f"sweep {self.spec.study}: no more trials for now: {reason}")
             self._set(S.REASON_ATTR, reason)
         if self._trials(TrialState.RUNNING):
+            return None
+        settling = [job.job_id for job in self._jobs() if not job.state.is_terminal()]
+        if settling:  # a pruned trial's job still tearing down: its instance bills until the controller ends it
+            if not self._told_settling:
+                self.say(f"sweep {self.spec.study}: waiting for {len(settling)} ended trial(s)' job(s) to tear down")
+                self._told_settling = True
             return None
         if self.study.user_attrs.get(S.CANCEL_ATTR):
             return "cancelled"
@@ -292,24 +299,27 @@ class Sweeper:
                          f"{job.reason}")
 
     def _report(self, trial: FrozenTrial, job: JobRecord) -> None:
-        """The newest intermediate value the training reported, to Optuna; a trial its pruner stops is cancelled
-        (its job checkpoints, uploads and is destroyed) and told PRUNED at once."""
+        """Every intermediate value the training reported since the last look, to Optuna (its pruners compare
+        trials at the same step: a sample would rarely line up); a trial its pruner stops is told PRUNED at once
+        and its job cancelled without a checkpoint (nothing resumes a pruned trial): its instance goes within
+        seconds."""
         from optuna.trial import Trial, TrialState
 
         if len(self.spec.objectives) > 1:
             return
-        status = _status(job)
         metric = self.spec.objectives[0].metric
-        value, step = _metric(status, metric)
-        if value is None or step is None or self._seen_steps.get(trial.number) == step:
-            return
-        self._seen_steps[trial.number] = step
-        if step in trial.intermediate_values:
+        seen = self._seen_steps.get(trial.number, -1)
+        new = [(step, value) for step, value in _reported(_status(job), metric)
+               if step > seen and step not in trial.intermediate_values]
+        if not new:
             return
         live = Trial(self.study, trial._trial_id)
-        live.report(value, step)
+        for step, value in new:
+            live.report(value, step)
+        step, value = new[-1]
+        self._seen_steps[trial.number] = step
         if live.should_prune():
-            api.cancel(self.store, job, self.now)
+            api.cancel(self.store, job, self.now, checkpoint=False)
             self._finish(trial._trial_id, trial.number, TrialState.PRUNED, Ending.CANCELLED,
                          f"pruned at step {step} ({metric}={value:g}); its job {job.job_id} is cancelled")
 
@@ -444,12 +454,14 @@ def _status(job: JobRecord) -> Status | None:
     return api.agent_view(job).status
 
 
-def _metric(status: Status | None, name: str) -> tuple[float | None, int | None]:
+def _reported(status: Status | None, name: str) -> list[tuple[int, float]]:
+    """(step, value) of the metric as the heartbeat carries it, oldest first: its recent reports (the loss: the
+    latest step alone, it moves every step)."""
     if status is None:
-        return None, None
+        return []
     if name == "loss":
-        return status.loss, status.step
-    return status.metrics.get(name), status.metrics_step
+        return [] if status.loss is None or status.step is None else [(status.step, status.loss)]
+    return [(r.step, r.metrics[name]) for r in status.recent_metrics if name in r.metrics]
 
 
 def _final(view: api.AgentView, name: str) -> float | None:

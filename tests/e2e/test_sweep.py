@@ -245,10 +245,11 @@ def test_a_clearly_worse_trial_is_pruned_and_its_instance_goes_soon_after(
     job = cli.status(pruned["job_id"])
     ids = [n["instance_id"] for n in job["nodes"] if n.get("instance_id")]
     assert ids and all(i in gone_at for i in ids)
-    # The goal is 10 s; measured 11-15 s (a second to CANCELLING, then ~7-9 s until the agent reports its
-    # stop, a second to terminate). The bound here is what the code reaches on a loaded runner, not the goal.
-    assert max(gone_at[i] for i in ids) - pruned["ended_at"] < 25, (gone_at, pruned["ended_at"])
-    assert job["state"] == "CANCELLED"
+    # The goal: gone within 10 s of PRUNED. metric.py ignores the checkpoint request, so a graceful cancel
+    # would wait for its end: a pruned trial's cancel skips the checkpoint.
+    assert max(gone_at[i] for i in ids) - pruned["ended_at"] < 10, (gone_at, pruned["ended_at"])
+    assert job["state"] == "CANCELLED"  # `sweep run` ended after its pruned trial's job did
+    assert "without a checkpoint" in shipped_log(cli, pruned["job_id"], 1)
 
 
 def test_the_budget_stops_dispatch_before_the_cap(cli: Cli, tmp_path: Path, sweeps: list[Sweep]) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.agent import supervisor
 from orchestrator.agent.status import StatusBoard
-from orchestrator.agent.stop import StopRequest, StopSignal
+from orchestrator.agent.stop import STOP_NOW_TRAINING_GRACE, StopRequest, StopSignal
 from orchestrator.agent.supervisor import Supervisor
 from orchestrator.agent.uploader import CheckpointUploader
 from orchestrator.contract import Outcome, Progress
@@ -142,3 +142,16 @@ def test_without_a_checkpoint_in_time_the_training_is_stopped_anyway_and_it_is_s
     end = sup.run()
     assert training.signals == [signal.SIGUSR1] and training.stopped_with is not None
     assert end.outcome == Outcome.CANCELLED and "no emergency checkpoint appeared in time" in end.reason
+
+
+def test_a_cancel_without_a_checkpoint_stops_the_training_at_once(tmp_path: Path) -> None:
+    stop = StopSignal()
+    training = FakeTraining()
+    sup, uploader = make(tmp_path, training, stop=stop)
+    stop.request(StopRequest("cancel", "cancelled: pruned", time.monotonic() + 300, checkpoint=False))
+    started = time.monotonic()
+    end = sup.run()
+    assert time.monotonic() - started < 1
+    assert training.signals == [] and training.stopped_with == STOP_NOW_TRAINING_GRACE  # no SIGUSR1: SIGTERM
+    assert end.outcome == Outcome.CANCELLED and "without a checkpoint" in end.reason
+    assert uploader.emergency_committed is None

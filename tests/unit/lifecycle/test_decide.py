@@ -18,7 +18,7 @@ from orchestrator.lifecycle.actions import (
     Terminate,
     Wait,
 )
-from orchestrator.lifecycle.decide import decide
+from orchestrator.lifecycle.decide import STOP_NOW_GRACE, decide
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import NodeSeen, Observation
 from orchestrator.lifecycle.settings import Settings
@@ -256,6 +256,21 @@ def test_cancel_asks_the_agents_then_waits_within_grace() -> None:
     assert isinstance(waiting[-1], Wait)
     late = run(job(S.CANCELLING), seen(instance(), status()), entered_at=NOW - SETTINGS.cancel_grace - 1)
     assert isinstance(late[-1], Move) and late[-1].outcome == S.CANCELLED
+
+
+def test_a_cancel_without_a_checkpoint_asks_the_agents_to_stop_now_and_waits_less() -> None:
+    actions = run(job(S.RUNNING, cancel_requested=True, cancel_checkpoint=False), seen(instance(), status()))
+    assert actions == [
+        RequestCancel("cancelled by the user", checkpoint=False),
+        Move(S.CANCELLING, "asking the agents to stop now, without a checkpoint"),
+    ]
+    cancelling = job(S.CANCELLING, cancel_requested=True, cancel_checkpoint=False)
+    assert isinstance(run(cancelling, seen(instance(), status()), entered_at=NOW - 10)[-1], Wait)
+    late = run(cancelling, seen(instance(), status()), entered_at=NOW - STOP_NOW_GRACE - 1)
+    assert isinstance(late[-1], Move) and late[-1].outcome == S.CANCELLED
+    graceful = run(job(S.CANCELLING, cancel_requested=True), seen(instance(), status()),
+                   entered_at=NOW - STOP_NOW_GRACE - 1)
+    assert isinstance(graceful[-1], Wait)  # the checkpoint's cancel still waits for it
 
 
 def test_recovering_ends_the_lost_attempt_before_launching_the_next() -> None:

@@ -186,3 +186,15 @@ def test_a_controller_finds_the_cancels_it_has_to_act_on(open_store: Opener) -> 
     assert sorted(store.cancels_for("a", {JobState.PENDING})) == [ids[0], ids[1]]  # not b's, not STAGING
     assert sorted(store.cancels_for("a", {JobState.PENDING, JobState.STAGING})) == ids[:3]
     assert store.cancels_for("c", {JobState.PENDING}) == []
+
+
+def test_a_cancel_without_a_checkpoint_wins_over_one_with_it(open_store: Opener) -> None:
+    store = open_store()
+    first, second = add_jobs(store, 2)
+    store.request_cancel(first, 11, checkpoint=False)
+    store.request_cancel(first, 12)  # a later graceful cancel does not bring the checkpoint back
+    store.request_cancel(second, 11)
+    jobs = store.get_many([first, second])
+    assert (jobs[first].cancel_requested, jobs[first].cancel_checkpoint) == (True, False)
+    assert (jobs[second].cancel_requested, jobs[second].cancel_checkpoint) == (True, True)
+    assert [e.detail for e in store.events(first)][-2:] == ["cancel requested (no checkpoint)", "cancel requested"]

@@ -1,4 +1,5 @@
-"""The Sweeper's own bookkeeping, on a real store file: a warm start enqueues an earlier study's best trials once."""
+"""The Sweeper's own bookkeeping, on a real store file: a warm start enqueues an earlier study's best trials once;
+the intermediate values it reads from a heartbeat."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from pathlib import Path
 
 import optuna
 
+from orchestrator.contract import MetricsAt, Phase, Status
 from orchestrator.state.store import Store
 from orchestrator.sweep import study as S
-from orchestrator.sweep.run import JobTemplate, Sweeper
+from orchestrator.sweep.run import JobTemplate, Sweeper, _reported
 from orchestrator.sweep.spec import SweepSpec
 
 SPEC = {
@@ -37,3 +39,13 @@ def test_a_warm_start_runs_the_earlier_studys_best_trials_first_and_only_once(tm
     store.close()
     for study in (yesterday, tonight):  # Optuna caches an RDB storage; its engine's pool is closed here, not by gc
         study._storage._backend.engine.dispose()  # type: ignore[attr-defined]
+
+
+def test_the_intermediate_values_are_every_recent_report_of_the_metric() -> None:
+    status = Status(attempt=1, node_rank=0, instance_id="ins-1", phase=Phase.TRAINING, time=1.0, seq=3, step=12,
+                    loss=0.25, recent_metrics=[MetricsAt(step=4, metrics={"acc": 0.5}),
+                                               MetricsAt(step=8, metrics={"acc": 0.6, "val_loss": 1.0}),
+                                               MetricsAt(step=12, metrics={"acc": 0.7, "val_loss": 0.8})])
+    assert _reported(status, "val_loss") == [(8, 1.0), (12, 0.8)]
+    assert _reported(status, "loss") == [(12, 0.25)]  # the loss moves every step: its latest value
+    assert _reported(None, "val_loss") == []
