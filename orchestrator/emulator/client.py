@@ -125,6 +125,18 @@ class AdminClient:
     def expire_credentials(self) -> int:
         return int(self._call("POST", "credentials/expire")["expired"])
 
+    def add_oidc_provider(self, provider_id: str, issuer: str, client_ids: list[str], jwks: dict[str, Any]) -> None:
+        """A CAM OIDC identity provider: tokens of ``issuer`` signed by a key of ``jwks`` (a static copy, as CAM
+        keeps it) for one of ``client_ids`` (their ``aud``). The same id again replaces it."""
+        body = {"provider_id": provider_id, "issuer": issuer, "client_ids": client_ids, "jwks": jwks}
+        self._call("POST", "oidc-providers", body)
+
+    def add_role(self, name: str, policy: dict[str, Any], issuer: str, subject: str | None = None) -> str:
+        """A role for AssumeRoleWithWebIdentity: it trusts tokens whose ``iss`` is ``issuer`` (and whose ``sub``
+        matches the ``subject`` pattern), and its keys may do what ``policy`` allows. Returns its RoleArn."""
+        body = {"name": name, "policy": policy, "issuer": issuer, "subject": subject}
+        return str(self._call("POST", "roles", body)["arn"])
+
     def seed(
         self, bucket: str, prefix: str, folder: str | Path, only_if_empty: bool = True, region: str | None = None
     ) -> dict[str, Any]:

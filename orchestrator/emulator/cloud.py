@@ -33,6 +33,7 @@ from .runtime.faults import Faults
 from .runtime.gpus import detect
 from .runtime.host import Host
 from .sts import responses as sts_api
+from .sts.models import WebIdentity
 from .vpc import responses as vpc_api
 
 STATE_FILE = "state.json"
@@ -57,9 +58,11 @@ class Cloud:
         self._load()
 
     def _open_account(self, seed: int) -> None:
-        """A new account's state: no instances, images, objects, temporary credentials, faults or charges."""
+        """A new account's state: no instances, images, objects, temporary credentials, OIDC providers or roles,
+        faults or charges."""
         config = self.config
         self.iam = Iam(config.secret_id, config.secret_key, config.uin, config.appid)
+        self.web_identity = WebIdentity()
         self.faults = Faults(seed=seed)
         self.billing = Billing(config.initial_balance_fen)
         self.cvm = Cvm(
@@ -72,7 +75,7 @@ class Cloud:
             for s in (
                 cvm_api.build(self.cvm),
                 vpc_api.build(lambda: self.created_at),
-                sts_api.build(self.iam, self.clock.now),
+                sts_api.build(self.iam, self.web_identity, self.clock.now),
                 billing_api.build(self.billing, self.clock.now, config.uin),
             )
         }
@@ -140,6 +143,7 @@ class Cloud:
             "version": STATE_VERSION,
             "clock": self.clock.state(),
             "iam": self.iam.to_state(),
+            "web_identity": self.web_identity.to_state(),
             "billing": self.billing.to_state(),
             "cvm": self.cvm.to_state(),
             "faults": self.faults.to_state(),
@@ -158,6 +162,7 @@ class Cloud:
             raise RuntimeError(f"{path} has state version {state.get('version')}, this emulator reads {STATE_VERSION}")
         self.clock.restore(state.get("clock", {}))
         self.iam.restore(state.get("iam", []))
+        self.web_identity.restore(state.get("web_identity", {}))
         self.billing.restore(state.get("billing", {}))
         self.cvm.restore(state.get("cvm", {}))
         self.faults.restore(state.get("faults", {}))

@@ -1,5 +1,6 @@
 """The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
-stock, the call log, the ledger, seeding example data into COS, and settings (the load-test switch
+stock, the call log, the ledger, seeding example data into COS, the OIDC providers and roles of
+AssumeRoleWithWebIdentity, and settings (the load-test switch
 ``PUT settings {"run_user_data": false}``: instances boot without running any process). Callers prove they own the
 account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim
 itself or rewind the clock). The state file is written after every call that is not a GET."""
@@ -154,6 +155,18 @@ def _expire_credentials(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return {"expired": cloud.iam.expire_all(cloud.clock.now())}
 
 
+def _add_oidc_provider(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"provider_id": "github", "issuer": "https://token.actions.githubusercontent.com", "client_ids": [...],
+    "jwks": {"keys": [...]}}: what CreateOIDCConfig takes (Name, IdentityUrl, ClientId, IdentityKey)."""
+    return {"provider_id": cloud.web_identity.add_provider(body).provider_id}
+
+
+def _add_role(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"name": "ci", "policy": {CAM policy}, "issuer": "<oidc:iss>", "subject": "<oidc:sub pattern>"}: a role
+    that tokens of that issuer (and subject) may assume; answers its RoleArn."""
+    return {"arn": f"qcs::cam::uin/{cloud.config.uin}:roleName/{cloud.web_identity.add_role(body).name}"}
+
+
 ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "health"): _health,
     ("POST", "reset"): _reset,
@@ -175,6 +188,8 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "seed"): _seed,
     ("GET", "billing"): _billing,
     ("POST", "credentials/expire"): _expire_credentials,
+    ("POST", "oidc-providers"): _add_oidc_provider,
+    ("POST", "roles"): _add_role,
 }
 
 

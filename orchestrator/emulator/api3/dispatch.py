@@ -1,5 +1,8 @@
 """One API 3.0 call: authenticate, route by service/version/action, apply faults, call, wrap the answer.
 
+A few actions may be sent unsigned, with ``Authorization: SKIP`` (AssumeRoleWithWebIdentity: it is how a caller
+without keys gets some); every other action needs its TC3 signature, SKIP or not.
+
 Every answer is HTTP 200 with ``Content-Type: application/json`` exactly and a ``RequestId``: the Python SDK
 treats any other status as a network error and silently ignores errors sent with a charset
 (shared/reference/tencent-cloud-api.md §0 items 1-3).
@@ -15,9 +18,13 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import ApiError
-from ..iam import Iam, Principal
+from ..iam import Iam, Policy, Principal
 from .params import Params, unflatten
 from .signing import verify_tc3
+
+UNSIGNED = "SKIP"
+# The caller of an unsigned request: no key, no rights of its own.
+_ANONYMOUS = Principal("", Policy(()), temporary=True)
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,8 @@ class Action:
     handler: Handler
     # Describe/Inquiry calls change nothing: the state file is not rewritten after them.
     mutates: bool = True
+    # Callable with ``Authorization: SKIP``; the caller's policy does not apply: its authority is in its parameters.
+    unsigned: bool = False
 
 
 @dataclass
@@ -46,9 +55,9 @@ class Service:
     version: str
     actions: dict[str, Action] = field(default_factory=dict)
 
-    def action(self, name: str, *, mutates: bool = True) -> Callable[[Handler], Handler]:
+    def action(self, name: str, *, mutates: bool = True, unsigned: bool = False) -> Callable[[Handler], Handler]:
         def register(fn: Handler) -> Handler:
-            self.actions[name] = Action(fn, mutates)
+            self.actions[name] = Action(fn, mutates, unsigned)
             return fn
 
         return register
@@ -109,14 +118,17 @@ def call(
     request_id = str(uuid.uuid4())
     service_name = "?"
     action_name = headers.get("X-TC-Action", "")
+    version = headers.get("X-TC-Version", "")
     try:
-        signed = verify_tc3(method, target, headers, body, iam.secret_for, wall_now)
-        service_name = signed.service
-        principal = _principal(iam, signed.secret_id, headers, cloud_now)
+        if headers.get("Authorization", "").strip() == UNSIGNED:
+            service_name, principal = _unsigned_service(services, action_name, version), _ANONYMOUS
+        else:
+            signed = verify_tc3(method, target, headers, body, iam.secret_for, wall_now)
+            service_name = signed.service
+            principal = _principal(iam, signed.secret_id, headers, cloud_now)
         service = services.get(service_name)
         if service is None:
             raise ApiError("InvalidAction", f"The service `{service_name}` is not offered here.")
-        version = headers.get("X-TC-Version", "")
         if version != service.version:
             raise ApiError(
                 "NoSuchVersion",
@@ -125,7 +137,7 @@ def call(
         action = service.actions.get(action_name)
         if action is None:
             raise ApiError("InvalidAction", f"The action `{action_name}` of `{service_name}` does not exist.")
-        if not principal.may(f"name/{service_name}:{action_name}"):
+        if not action.unsigned and not principal.may(f"name/{service_name}:{action_name}"):
             raise ApiError(
                 "AuthFailure.UnauthorizedOperation",
                 f"The credential's policy does not allow name/{service_name}:{action_name}.",
@@ -143,6 +155,20 @@ def call(
         return CallResult(envelope(request_id, payload), service_name, action_name, None, action.mutates, drop, delay)
     except ApiError as err:
         return CallResult(error_envelope(request_id, err), service_name, action_name, err.code, False)
+
+
+def _unsigned_service(services: Mapping[str, Service], action_name: str, version: str) -> str:
+    """The service of an action that may be sent unsigned. Without a signature the request names no service (that
+    is the signature's scope, or the real cloud's host name), so the action and its version pick it."""
+    for service in services.values():
+        action = service.actions.get(action_name)
+        if action is not None and action.unsigned and service.version == version:
+            return service.name
+    allowed = sorted(n for s in services.values() for n, a in s.actions.items() if a.unsigned)
+    raise ApiError(
+        "AuthFailure.SignatureFailure",
+        f"`{action_name}` must be signed: only {', '.join(allowed)} may be sent with Authorization: {UNSIGNED}.",
+    )
 
 
 def _principal(iam: Iam, secret_id: str, headers: Mapping[str, str], now: float) -> Principal:

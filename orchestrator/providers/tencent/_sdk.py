@@ -31,6 +31,7 @@ from tencentcloud.sts.v20180813 import sts_client
 from tencentcloud.vpc.v20170312 import models as vpc_models
 from tencentcloud.vpc.v20170312 import vpc_client
 
+from ...errors import CvmjobError
 from . import errors
 from .budget import ApiBudget
 from .keys import CredentialSource, RefreshingCredential
@@ -89,6 +90,7 @@ _QUOTA_PREFIXES = (
 )
 _AUTH_PREFIXES = (
     "AuthFailure",
+    "InvalidParameter.WebIdentityTokenError",  # STS refused the OIDC token that was to buy the keys
     "UnauthorizedOperation",
     "AccessDenied",
     "SignatureDoesNotMatch",
@@ -184,8 +186,10 @@ class TencentSdk:
             self._clients[service] = client_cls(self.credential, self.region, profile)
         return self._clients[service]
 
-    def call(self, service: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One API 3.0 call through the typed SDK; returns the response fields as a dict."""
+    def call(self, service: str, action: str, params: dict[str, Any], *, unsigned: bool = False) -> dict[str, Any]:
+        """One API 3.0 call through the typed SDK; returns the response fields as a dict. ``unsigned``: sent with
+        ``Authorization: SKIP`` and without reading the keys, as the few actions that allow it may be
+        (AssumeRoleWithWebIdentity)."""
         _, models = _PRODUCTS[service]
         request = getattr(models, f"{action}Request")()
         request._deserialize(params)
@@ -193,10 +197,14 @@ class TencentSdk:
         # The typed request checks the parameters; the answer is taken as the JSON it came in. The typed response
         # model, turned back into JSON for a dict, was a third of a busy controller's CPU (a page of a hundred
         # instances decoded, built into objects, encoded and decoded again).
+        options = {"SkipSign": True} if unsigned else None
         try:
-            result: dict[str, Any] = self._client(service).call_json(action, request._serialize())["Response"]
+            answer = self._client(service).call_json(action, request._serialize(), options=options)
+            result: dict[str, Any] = answer["Response"]
         except TencentCloudSDKException as exc:
             raise _translate_api(exc) from exc
+        except CvmjobError:  # the keys' own source failed (a web identity refused), already said in our terms
+            raise
         except Exception as exc:  # what the typed methods do with anything else (a body that is not JSON)
             raise _translate_api(TencentCloudSDKException(type(exc).__name__, str(exc))) from exc
         return result

@@ -1,10 +1,12 @@
 """Where the user's Tencent Cloud keys come from, in the SDKs' and tccli's usual order.
 
 1. ``TENCENTCLOUD_SECRET_ID`` / ``TENCENTCLOUD_SECRET_KEY`` (+ ``TENCENTCLOUD_SESSION_TOKEN``),
-2. the SDK profile file ``~/.tencentcloud/credentials`` (``[default]`` section, ``secret_id`` / ``secret_key``;
+2. a web identity: ``TENCENTCLOUD_ROLE_ARN`` and an OIDC token (a file, or GitHub Actions'), traded with STS for the
+   role's temporary keys (web_identity.py lists its variables),
+3. the SDK profile file ``~/.tencentcloud/credentials`` (``[default]`` section, ``secret_id`` / ``secret_key``;
    ``TENCENTCLOUD_PROFILE`` picks another section),
-3. tccli's ``~/.tccli/<profile>.credential`` (JSON ``secretId`` / ``secretKey``),
-4. on a Tencent Cloud CVM (its DMI vendor says so), the CAM role bound to the instance.
+4. tccli's ``~/.tccli/<profile>.credential`` (JSON ``secretId`` / ``secretKey``),
+5. on a Tencent Cloud CVM (its DMI vendor says so), the CAM role bound to the instance.
 Keys are read when needed and never written anywhere by cvmjob.
 """
 
@@ -16,6 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import web_identity
 from ._sdk import cvm_role_credential
 from .keys import CredentialSource, StaticCredential
 
@@ -28,7 +31,20 @@ class FoundCredential:
     source: str
 
 
-def find_user_credential(home: Path | None = None) -> FoundCredential | None:
+def looked_for() -> str:
+    """Every place find_user_credential() looks for keys, in its order: what an error about missing keys names."""
+    profile = os.environ.get("TENCENTCLOUD_PROFILE", "default")
+    return (
+        "TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY, a web identity (TENCENTCLOUD_ROLE_ARN with "
+        "TENCENTCLOUD_OIDC_PROVIDER_ID and a token: TENCENTCLOUD_WEB_IDENTITY_TOKEN_FILE or GitHub Actions' "
+        f"id-token), ~/.tencentcloud/credentials [{profile}], ~/.tccli/{profile}.credential, "
+        "the CAM role of a Tencent Cloud CVM"
+    )
+
+
+def find_user_credential(home: Path | None = None, *, endpoint: str | None = None) -> FoundCredential | None:
+    """The first source of keys configured. ``endpoint``: the emulator (``host:port``) the keys are for, None for
+    Tencent Cloud; a web identity trades its token with that cloud's STS."""
     env = os.environ
     if env.get("TENCENTCLOUD_SECRET_ID") and env.get("TENCENTCLOUD_SECRET_KEY"):
         return FoundCredential(
@@ -39,6 +55,9 @@ def find_user_credential(home: Path | None = None) -> FoundCredential | None:
             ),
             "environment (TENCENTCLOUD_SECRET_ID)",
         )
+    web = web_identity.from_environment(env)
+    if web is not None:
+        return FoundCredential(web.credential(endpoint), web.describe())
     home = home or Path.home()
     profile = env.get("TENCENTCLOUD_PROFILE", "default")
     ini = home / ".tencentcloud" / "credentials"

@@ -25,6 +25,13 @@ class CloudError(CvmjobError):
         return f"the cloud refused: {self}"
 
 
+class CredentialConfigError(CvmjobError):
+    """The keys' configuration is half given (a role without a token, a token file that is not there): it names
+    the variable to set, and no other source is tried in its place."""
+
+    exit_code = EXIT_CLOUD_ERROR
+
+
 class TransientError(CloudError):
     """Throttling, network failures, 5xx and internal errors: the same call may succeed later."""
 

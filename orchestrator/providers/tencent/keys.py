@@ -3,6 +3,7 @@ No SDK is imported here: the agent's and the controller's code builds these and 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,17 +33,33 @@ class StaticCredential:
 
 
 class RefreshingCredential:
-    """Temporary credentials that fetch a successor shortly before they expire (STS tokens on an instance)."""
+    """Temporary credentials that fetch a successor shortly before they expire (STS tokens on an instance, a web
+    identity's role keys). ``fetch`` answers keys and their expiry on the ``now`` clock. ``lazy``: the first keys
+    are fetched when first asked for, not here (a source that is found but never used costs no call)."""
 
-    def __init__(self, fetch: Callable[[], tuple[StaticCredential, float]], margin_seconds: float = 300) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[], tuple[StaticCredential, float]],
+        margin_seconds: float = 300,
+        *,
+        now: Callable[[], float] = time.time,
+        lazy: bool = False,
+    ) -> None:
         self._fetch = fetch
         self._margin = margin_seconds
-        self._current, self._expires_at = fetch()
+        self._now = now
+        self._current: StaticCredential | None = None
+        self._expires_at = 0.0
+        # The SDKs' threads may all find the keys stale at once: one fetch serves them.
+        self._lock = threading.Lock()
+        if not lazy:
+            self._fresh()
 
     def _fresh(self) -> StaticCredential:
-        if time.time() > self._expires_at - self._margin:
-            self._current, self._expires_at = self._fetch()
-        return self._current
+        with self._lock:
+            if self._current is None or self._now() > self._expires_at - self._margin:
+                self._current, self._expires_at = self._fetch()
+            return self._current
 
     @property
     def secret_id(self) -> str:

@@ -1,13 +1,16 @@
-"""Short-lived credentials for an instance, scoped to the COS prefixes its job may touch.
+"""Short-lived credentials: an instance's, scoped to the COS prefixes its job may touch, and a web identity's.
 
 GetFederationToken lasts at most 7200 s for a root account (tencent-cloud-api.md §7); the controller refreshes
 them while the job runs. The policy follows https://cloud.tencent.com/document/product/436/30580 .
+AssumeRoleWithWebIdentity trades an OIDC token for a role's keys, unsigned
+(https://cloud.tencent.com/document/product/1312/73070).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 from ._sdk import TencentSdk
@@ -61,6 +64,11 @@ def cos_policy(region: str, appid: str, grants: list[Grant]) -> dict[str, object
     return {"version": "2.0", "statement": statements}
 
 
+def _temporary(result: dict[str, Any]) -> TemporaryCredentials:
+    creds = result["Credentials"]
+    return TemporaryCredentials(creds["TmpSecretId"], creds["TmpSecretKey"], creds["Token"], int(result["ExpiredTime"]))
+
+
 def federation_token(
     sdk: TencentSdk, name: str, appid: str, grants: list[Grant], duration_seconds: int = 7200
 ) -> TemporaryCredentials:
@@ -70,5 +78,17 @@ def federation_token(
         "GetFederationToken",
         {"Name": name, "Policy": quote(json.dumps(policy)), "DurationSeconds": duration_seconds},
     )
-    creds = result["Credentials"]
-    return TemporaryCredentials(creds["TmpSecretId"], creds["TmpSecretKey"], creds["Token"], int(result["ExpiredTime"]))
+    return _temporary(result)
+
+
+def web_identity_keys(
+    sdk: TencentSdk, provider_id: str, token: str, role_arn: str, session_name: str, duration_seconds: int
+) -> TemporaryCredentials:
+    params = {
+        "ProviderId": provider_id,
+        "WebIdentityToken": token,
+        "RoleArn": role_arn,
+        "RoleSessionName": session_name,
+        "DurationSeconds": duration_seconds,
+    }
+    return _temporary(sdk.call("sts", "AssumeRoleWithWebIdentity", params, unsigned=True))
