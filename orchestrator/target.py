@@ -2,8 +2,9 @@
 
 Order: ``--emulator`` (or ``CVMJOB_EMULATOR=1``) → the embedded local emulator; ``CVMJOB_ENDPOINT=host:port`` → an
 emulator already running there; Tencent Cloud credentials in the usual places → Tencent Cloud; nothing → the
-embedded local emulator, said plainly. The target is stored with the job without any secret; keys are found
-again whenever the job is driven.
+embedded local emulator, said plainly, except under CI (``CI`` set, as CI systems set it), where nothing is an
+error: a CI job whose secrets are missing must fail, not "succeed" on a local emulator. The target is stored with
+the job without any secret; keys are found again whenever the job is driven.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from . import embedded
 from .emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .providers.tencent import StaticCredential, TencentSdk
-from .providers.tencent.credentials import find_user_credential
+from .providers.tencent.credentials import find_user_credential, looked_for
 
 
 class TargetError(CvmjobError):
@@ -48,12 +49,36 @@ class Target:
         return f"{where} at {self.endpoint} (no real cloud: nothing is billed)"
 
 
+def in_ci() -> bool:
+    """Whether a CI system runs us: GitHub Actions, GitLab and most others set CI=true. Any other value but an
+    explicit no counts, since the refusal it brings is loud and ``--emulator`` is the way past it."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _emulator_asked(force_emulator: bool) -> bool:
+    return force_emulator or os.environ.get("CVMJOB_EMULATOR") == "1"
+
+
+def refuse_silent_emulator(force_emulator: bool = False) -> None:
+    """Under CI, the TargetError resolve() raises when no cloud was chosen and no keys are found. Starts and
+    connects nothing, so that a command recording something before its first resolve() (a sweep's study) can
+    refuse first."""
+    if not in_ci() or _emulator_asked(force_emulator) or os.environ.get("CVMJOB_ENDPOINT"):
+        return
+    if find_user_credential() is None:
+        raise TargetError(
+            f"CI is set and no Tencent Cloud credentials were found (looked for {looked_for()}): in CI cvmjob does "
+            "not fall back to the local emulator. Give the CI job its keys, or pass --emulator (or set "
+            "CVMJOB_EMULATOR=1) to run on the local emulator on purpose."
+        )
+
+
 def resolve(region: str, force_emulator: bool = False) -> Target:
-    if force_emulator or os.environ.get("CVMJOB_EMULATOR") == "1":
+    if _emulator_asked(force_emulator):
         return _embedded(region)
     endpoint = os.environ.get("CVMJOB_ENDPOINT")
     if endpoint:
-        found = find_user_credential()
+        found = find_user_credential(endpoint=endpoint)
         return Target(
             "emulator",
             region,
@@ -63,6 +88,7 @@ def resolve(region: str, force_emulator: bool = False) -> Target:
         )
     found = find_user_credential()
     if found is None:
+        refuse_silent_emulator()
         return _embedded(region)
     appid = os.environ.get("TENCENTCLOUD_APPID", "")
     if not appid.isdigit():
@@ -94,13 +120,10 @@ def reconnect(target: Target) -> Target:
 
 
 def connect(target: Target) -> TencentSdk:
-    found = find_user_credential()
+    found = find_user_credential(endpoint=target.endpoint)
     if target.kind == "tencent":
         if found is None:
-            raise TargetError(
-                "no Tencent Cloud keys: set TENCENTCLOUD_SECRET_ID/TENCENTCLOUD_SECRET_KEY or configure "
-                "~/.tencentcloud/credentials"
-            )
+            raise TargetError(f"no Tencent Cloud keys: looked for {looked_for()}")
         return TencentSdk(found.credential, target.region, None, target.appid)
     credential = (
         found.credential

@@ -23,7 +23,8 @@ Region = Annotated[str, typer.Option(help="the region of the pool's instances")]
 
 
 def _open(region: str, emulator: bool) -> tuple[PoolStore, TencentSdk]:
-    return PoolStore(Store(store_url())), connect(resolve(region, emulator))
+    sdk = connect(resolve(region, emulator))  # first: a refused target (CI without keys) leaves no store behind
+    return PoolStore(Store(store_url())), sdk
 
 
 @pool_app.command("ls")

@@ -22,6 +22,7 @@ from ..sweep.models import SweepView
 from ..sweep.run import JobTemplate, SweepBusy, Sweeper, cancel_sweep
 from ..sweep.spec import load_sweep
 from ..sweep.view import show_values, sweep_view
+from ..target import refuse_silent_emulator
 from . import render
 from .options import Abort, Emulator, Output, check_output
 
@@ -48,6 +49,7 @@ def run(
     sweep = load_sweep(spec)
     template = JobTemplate.of(sweep, spec.resolve())
     template.check(sweep)
+    refuse_silent_emulator(emulator)  # the study is recorded before any trial resolves its target
     if detach:
         log = api.in_background(["sweep", "run", str(spec.resolve()), *(["--emulator"] if emulator else [])],
                                 f"sweep-{sweep.study}")

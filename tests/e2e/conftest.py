@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +32,18 @@ E2E_SECRET_KEY = "e2e" + secrets.token_hex(16)
 class Cli:
     emulator: EmulatorProcess
     home: Path
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. CI=true: a test's own, set last
 
     def env(self) -> dict[str, str]:
-        env = clean_env()
+        # CI changes what the CLI does (target.in_ci); the tests' own CI (their runner's) is not the CLI's.
+        env = {k: v for k, v in clean_env().items() if k != "CI"}
         env.update(
             CVMJOB_HOME=str(self.home),
             CVMJOB_ENDPOINT=self.emulator.endpoint,
             TENCENTCLOUD_SECRET_ID=self.emulator.secret_id,
             TENCENTCLOUD_SECRET_KEY=self.emulator.secret_key,
             PYTHONUNBUFFERED="1",
+            **self.extra_env,
         )
         return env
 
