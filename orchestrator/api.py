@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import embedded
+from . import embedded, fingerprint
 from . import pool as pools
-from .contract import JobLayout, Manifest, Result, Status
+from .contract import Fingerprint, FingerprintEntry, JobLayout, Manifest, Result, Status
 from .errors import CvmjobError
 from .home import state_db, store_url
 from .lifecycle.configure import settings_for
@@ -188,11 +188,27 @@ def _pool_note(spec: JobSpec, plan_: Plan, sdk: TencentSdk) -> str:
     )
 
 
+def fingerprint_of(report: PlanReport) -> Fingerprint:
+    """The planned job's inputs (`run --if-changed`): its data listings, workdir, spec, image, cvmjob's version."""
+    sdk = connect(report.target)
+    return retrying(lambda: fingerprint.take(report.spec, report.plan.image_id, report.spec_path.resolve().parent,
+                                             sdk))
+
+
+def reusable(report: PlanReport, taken: Fingerprint) -> FingerprintEntry | None:
+    """The succeeded job that trained on exactly these inputs, from the state bucket's index (a CI runner that
+    keeps nothing between runs finds it there)."""
+    state = ObjectStore(connect(report.target), report.plan.state_bucket)
+    return retrying(lambda: fingerprint.lookup(state, taken))
+
+
 def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.time,
-           lease: tuple[str, float] | None = None, job_id: str | None = None) -> str:
+           lease: tuple[str, float] | None = None, job_id: str | None = None,
+           inputs: Fingerprint | None = None) -> str:
     """The job, recorded and PENDING. ``lease``: (owner, ttl) of the controller about to drive it in this process;
     None leaves it to whichever controller claims it. ``job_id``: chosen by the caller, who recorded it first (a
-    sweep's trial names its job before the job exists)."""
+    sweep's trial names its job before the job exists). ``inputs``: its fingerprint (`run --if-changed`), entered
+    in the index once it has succeeded on unchanged data."""
     job_id = job_id or new_job_id()
     created = now()
     store.create_job(
@@ -206,6 +222,7 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
         str(report.spec_path.resolve().parent),
         settings_to_json(report.settings),
         lease=lease,
+        fingerprint=None if inputs is None else inputs.model_dump(mode="json"),
     )
     return job_id
 

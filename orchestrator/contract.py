@@ -25,6 +25,8 @@ ROOT = "cvmjob"
 # node's status every few seconds to see a reclaim notice within seconds.
 SIGNALS_PREFIX = f"{ROOT}/_signals/"
 AGENT_WHEELS_PREFIX = f"{ROOT}/_agent/"
+# `cvmjob run --if-changed`: one object per set of inputs a job succeeded on (orchestrator/fingerprint.py).
+FINGERPRINTS_PREFIX = f"{ROOT}/_fingerprints/"
 
 
 def agent_wheel_key(sha256: str, filename: str) -> str:
@@ -388,3 +390,36 @@ class Progress(_Model):
     stopped: bool = False
     metrics: Metrics = Field(default_factory=dict)
     metrics_step: int | None = None
+
+
+class DataDigest(_Model):
+    """One data entry's listing at a moment: the sha256 of its objects' keys, sizes and ETags."""
+
+    bucket: str
+    prefix: str
+    objects: int
+    bytes: int
+    sha256: str
+
+
+class Fingerprint(_Model):
+    """What a job's result depends on (orchestrator/fingerprint.py)."""
+
+    cvmjob_version: str
+    spec_sha256: str
+    workdir_sha256: str
+    image_id: str
+    data: list[DataDigest]
+
+
+class FingerprintEntry(_Model):
+    """``_fingerprints/<digest>.json``: the job that succeeded on these inputs, and what it left."""
+
+    layout_version: int = LAYOUT_VERSION
+    job_id: str
+    name: str
+    finished_at: float
+    fingerprint: Fingerprint
+    outputs: Location
+    metrics: Metrics = Field(default_factory=dict)
+    image_id: str | None = None

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import api, embedded
+from ..contract import FingerprintEntry
 from ..controller.drive import controller_name, drive
 from ..controller.engine import LEASE_SECONDS, Controls
 from ..errors import EXIT_BAD_INPUT, CvmjobError
@@ -27,6 +28,8 @@ from ..lifecycle.machine import EXIT_CODES, JobState
 from ..spec import JobSpec
 from ..spec.durations import parse_duration
 from ..state.store import Store, StoreError
+from ..sweep.view import show_values
+from ..target import in_ci, refuse_silent_emulator
 from . import render
 from .controller import controller_app
 from .emulator import emulator_app
@@ -90,24 +93,41 @@ def run(
     ] = False,
     output: Output = "text",
     emulator: Emulator = False,
+    if_changed: Annotated[bool, typer.Option(
+        "--if-changed", help="reuse a job that succeeded on the same inputs (data listings, workdir, spec, image, "
+                             "cvmjob version) instead of training: exit 0 at once, no instance")] = False,
 ) -> None:
     """Run a job through its whole life: create, sync, train, checkpoint, image, destroy."""
     check_output(output)
     report = api.plan(spec, set_ or [], emulator, name)
     _say_target(report, output)
+    inputs = api.fingerprint_of(report) if if_changed else None
+    if inputs is not None and (reused := api.reusable(report, inputs)) is not None:
+        _say_up_to_date(reused, output)
+        return
     store = _store()
     me = None if detach else controller_name()
-    job_id = api.submit(report, store, lease=None if me is None else (me, LEASE_SECONDS))
+    job_id = api.submit(report, store, lease=None if me is None else (me, LEASE_SECONDS), inputs=inputs)
     if output == "text":
         render.console.print(f"job [bold]{job_id}[/] submitted ({report.plan.primary.label()})")
     if detach:
         handed = api.hand_to_controller(store, LEASE_SECONDS)
         if output == "json":
-            render.print_json({"job_id": job_id, "detached": True, "controller": handed})
+            render.print_json({"job_id": job_id, "detached": True, "controller": handed,
+                               **({} if inputs is None else {"up_to_date": False})})
         else:
             render.console.print(f"driven by {handed}; `cvmjob status {job_id}` shows where it is")
         return
     _drive_foreground(store, job_id, output, me=me)
+
+
+def _say_up_to_date(entry: FingerprintEntry, output: str) -> None:
+    if output == "json":
+        render.print_json({"up_to_date": True, **render.reused_json(entry)})
+        return
+    render.console.print(f"up to date: job [bold]{entry.job_id}[/] ({entry.name}) succeeded on these inputs at "
+                         f"{render.when(entry.finished_at)}; its outputs are in {render.cos_uri(entry.outputs)}"
+                         + (f"; metrics: {show_values(entry.metrics)}" if entry.metrics else ""))
 
 
 def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False, me: str | None = None) -> None:
@@ -117,17 +137,19 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
 
     def on_signal(signum: int, frame: Any) -> None:
         presses["count"] += 1
+        # Under CI a signal is the runner cancelling the workflow, which kills us seconds later (GitHub: SIGKILL 10 s
+        # after its SIGINT): a checkpoint taking longer would leave the instance billing until its ActionTimer, and
+        # nothing resumes a cancelled job, so the first signal tears down at once.
+        at_once = presses["count"] > 1 or in_ci()
         if presses["count"] == 1:
-            store.request_cancel(job_id, time.time())
-            if output == "text":
-                render.err.print(
-                    "[yellow]Cancelling: the agent checkpoints and uploads, then the instance is "
-                    "destroyed. Press Ctrl-C again to tear down at once.[/]"
-                )
-        else:
+            store.request_cancel(job_id, time.time(), checkpoint=not at_once)  # for whoever drives it if we die
+        if at_once:
             controls.teardown_now.set()
-            if output == "text":
-                render.err.print("[red]Tearing down now.[/]")
+        if output == "text":
+            render.err.print(
+                "[red]Tearing down now.[/]" if at_once else "[yellow]Cancelling: the agent checkpoints and "
+                "uploads, then the instance is destroyed. Press Ctrl-C again to tear down at once.[/]"
+            )
         controls.interrupted.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -291,6 +313,7 @@ def gc(
         grace_seconds = parse_duration(grace)
     except ValueError as exc:
         raise Abort(f"--grace: {exc}", EXIT_BAD_INPUT) from exc
+    refuse_silent_emulator(emulator)  # before the store is opened: a refused target leaves nothing behind
     orphans = api.gc(_store(), region, emulator, grace_seconds, dry_run)
     plan_ = {"instances": [i.instance_id for i in orphans.instances], "images": [i.image_id for i in orphans.images]}
     if output == "json":

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..api import AgentView, PlanReport
+from ..contract import Fingerprint, FingerprintEntry, Location
+from ..fingerprint import digest
 from ..lifecycle.machine import EXIT_CODES, JobState
 from ..lifecycle.observation import Observation
 from ..providers.tencent.vocabulary import ChargeType
@@ -152,7 +154,20 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         "checkpoints": []
         if view is None or view.manifest is None
         else [{"name": c.name, "step": c.step, "emergency": c.emergency} for c in view.manifest.checkpoints],
+        **({} if job.fingerprint is None else
+           {"up_to_date": False, "fingerprint": digest(Fingerprint.model_validate(job.fingerprint))}),
     }
+
+
+def cos_uri(location: Location) -> str:
+    return f"cos://{location.bucket}/{location.prefix}"
+
+
+def reused_json(entry: FingerprintEntry) -> dict[str, Any]:
+    """What `run --if-changed` says of the job it reuses (beside ``"up_to_date": true``)."""
+    return {"job_id": entry.job_id, "name": entry.name, "state": JobState.SUCCEEDED.value,
+            "finished_at": entry.finished_at, "outputs": cos_uri(entry.outputs), "metrics": entry.metrics,
+            "image_id": entry.image_id, "fingerprint": digest(entry.fingerprint)}
 
 
 def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> None:

@@ -54,6 +54,12 @@ class RequestCancel:
 
 
 @dataclass(frozen=True)
+class IndexFingerprint:
+    """A succeeded job submitted with `--if-changed`: its data listed again, and the job entered in the
+    fingerprint index only if that data did not change while it trained."""
+
+
+@dataclass(frozen=True)
 class CreateImage:
     """CreateImage of node 0's instance, named by the spec's template (or adopt the job's tagged image)."""
 
@@ -112,6 +118,7 @@ Action = (
     | MarkNodes
     | Move
     | RequestCancel
+    | IndexFingerprint
     | CreateImage
     | ApplyImageRetention
     | DiscardImage

@@ -21,6 +21,7 @@ from .actions import (
     ApplyImageRetention,
     CreateImage,
     DiscardImage,
+    IndexFingerprint,
     Launch,
     MarkNodes,
     Move,
@@ -381,7 +382,8 @@ def _tearing_down(r: _Round) -> list[Action]:
         ending: list[Action] = [Terminate(killable, "teardown")] if killable else []
         return [*ending, Wait(r.s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]
     outcome = r.job.outcome or S.FAILED_ERROR
-    return [RecordBill(), Move(outcome, r.job.reason or outcome.value)]
+    index: list[Action] = [IndexFingerprint()] if outcome == S.SUCCEEDED and r.job.fingerprint is not None else []
+    return [RecordBill(), *index, Move(outcome, r.job.reason or outcome.value)]
 
 
 def _pool_node(current: list[NodeRecord], node: int) -> bool:

@@ -20,15 +20,18 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .. import bundle
+from .. import bundle, fingerprint
 from ..bootstrap import user_data
 from ..contract import (
     AgentConfig,
     Control,
     CosAccess,
     CredentialsDoc,
+    Fingerprint,
+    FingerprintEntry,
     JobLayout,
     Location,
+    Result,
     TemporaryKeys,
     agent_wheel_key,
 )
@@ -49,6 +52,7 @@ from .actions import (
     ApplyImageRetention,
     CreateImage,
     DiscardImage,
+    IndexFingerprint,
     Launch,
     MarkNodes,
     Move,
@@ -568,6 +572,25 @@ class Executor:
         self.emit("bill", f"cost {total:.2f} CNY")
         return Next.CONTINUE
 
+    def _IndexFingerprint(self, action: IndexFingerprint) -> Next:
+        job = self.job()
+        assert job.fingerprint is not None, "decide indexes only jobs submitted with a fingerprint"
+        taken = Fingerprint.model_validate(job.fingerprint)
+        changed = fingerprint.changed_data(taken, retrying(lambda: fingerprint.data_digests(self.spec, self.sdk)))
+        if changed:
+            detail = f"its data changed while it trained: {'; '.join(changed)}; not reused by `run --if-changed`"
+            self.store.note(self.job_id, self.token, "note", detail, self.now())
+            self.emit("fingerprint", detail)
+            return Next.CONTINUE
+        found = retrying(lambda: self.state.get_json(self.layout.result(job.attempt, 0)))
+        result = Result.model_validate(found) if found is not None else None
+        entry = FingerprintEntry(job_id=self.job_id, name=job.name, finished_at=self.now(), fingerprint=taken,
+                                 outputs=self._locations()[2], metrics=result.metrics if result else {},
+                                 image_id=job.image_id)
+        retrying(lambda: self.state.put_json(fingerprint.index_key(taken), entry.model_dump(mode="json")))
+        self.emit("fingerprint", "inputs recorded: `run --if-changed` on the same inputs reuses this job")
+        return Next.CONTINUE
+
 
 _HANDLERS: dict[type, Callable[[Executor, Any], Next]] = {
     Stage: Executor._Stage,
@@ -584,4 +607,5 @@ _HANDLERS: dict[type, Callable[[Executor, Any], Next]] = {
     ApplyImageRetention: Executor._ApplyImageRetention,
     DiscardImage: Executor._DiscardImage,
     RecordBill: Executor._RecordBill,
+    IndexFingerprint: Executor._IndexFingerprint,
 }

@@ -40,6 +40,7 @@ jobs = Table(
     Column("keys_expire_at", Float),  # and expiring (decide() rotates them)
     Column("image_error", Text),  # why CreateImage was refused (the job then succeeds without an image)
     Column("entered_at", Float, nullable=False, server_default=text("0")),  # its latest transition's time
+    Column("fingerprint_json", Text),  # `run --if-changed`: the inputs at submission (contract.Fingerprint)
     Index("jobs_claim", "state", "lease_expires"),
 )
 

@@ -113,6 +113,7 @@ class JobRecord:
     image_error: str | None = None
     entered_at: float = 0.0  # when it entered its state: the latest transition
     cancel_checkpoint: bool = True  # the requested cancel wants the agents' emergency checkpoint first
+    fingerprint: dict[str, Any] | None = None  # `run --if-changed`: the inputs at submission
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,8 @@ def _job(row: Row[Any]) -> JobRecord:
     data["outcome"] = JobState(data["outcome"]) if data["outcome"] else None
     data["cancel_requested"] = bool(data["cancel_requested"])
     data["cancel_checkpoint"] = bool(data["cancel_checkpoint"])
+    fingerprint = data.pop("fingerprint_json")
+    data["fingerprint"] = None if fingerprint is None else json.loads(fingerprint)
     return JobRecord(**data)
 
 
@@ -437,6 +440,7 @@ class Store:
         source_dir: str,
         settings: dict[str, Any],
         lease: tuple[str, float] | None = None,
+        fingerprint: dict[str, Any] | None = None,
     ) -> None:
         """``lease``: (owner, ttl) of the controller that will drive the job itself (`cvmjob run`), so that no
         other controller claims it between its submission and its first round."""
@@ -456,6 +460,7 @@ class Store:
                     entered_at=now,
                     deadline=deadline,
                     source_dir=source_dir,
+                    fingerprint_json=None if fingerprint is None else json.dumps(fingerprint),
                     settings_json=json.dumps(settings),
                 )
             )

@@ -78,7 +78,7 @@ class Tripwire:
 
 def test_a_stale_controller_acts_on_nothing(tmp_path: Path, record: Record) -> None:
     """The executor with the stale token refuses every action before any cloud call (launch, terminate, image,
-    cancel, credentials, staging, bill)."""
+    cancel, credentials, staging, bill, the fingerprint index)."""
     store, stale, _ = _job(tmp_path)
     trip: Any = Tripwire()
     executor = Executor(store=store, token=stale, job_id="job-1", target=trip, sdk=trip, state=trip, spec=trip,
@@ -87,7 +87,7 @@ def test_a_stale_controller_acts_on_nothing(tmp_path: Path, record: Record) -> N
         A.Stage(), A.StartAttempt(PLACEMENT, "x"), A.Launch(0), A.MarkNodes(((0, "lost", "x"),)),
         A.Move(JobState.STAGING, "x"), A.RequestCancel("x"), A.CreateImage(), A.ApplyImageRetention(1),
         A.DiscardImage("img-1"), A.Terminate(("ins-1",), "x"), A.RefreshCredentials("x"),
-        A.RecordBill(),
+        A.RecordBill(), A.IndexFingerprint(),
     ]
     for action in every:
         with pytest.raises(FencedOut):

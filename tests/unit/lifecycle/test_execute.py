@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import fingerprint
+from orchestrator.contract import JobLayout
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next
 from orchestrator.lifecycle.machine import JobState
@@ -153,3 +155,34 @@ def test_a_refused_create_image_is_on_record_and_the_job_stays_where_it_is(run: 
     job = run.store.get(run.job_id)
     assert job is not None and job.state == state.state and job.image_id is None
     assert job.image_error == "ImageQuotaLimitExceeded: quota"  # decide() ends the job without an image
+
+
+def test_a_succeeded_job_is_entered_in_the_fingerprint_index_unless_its_data_changed(run: Run, tmp_path: Path) -> None:
+    data = "cvmjob-data-1250000000"
+    cos = ObjectStore(run.sdk, data)
+    cos.create_bucket()
+    cos.put_bytes("set/a.bin", b"a")
+    spec = load_spec(REPO / "jobs" / "quickstart" / "job.yaml", [f"instance.type={SMALL}",
+                                                                  f"data.0.source=cos://{data}/set/"])
+    taken = fingerprint.take(spec, IMAGE, REPO / "jobs" / "quickstart", run.sdk)
+    ex = run.executor
+    for job_id in ("job-fp000001", "job-fp000002"):
+        run.store.create_job(job_id, spec.name, spec.model_dump(mode="json"), ex.plan.model_dump(mode="json"),
+                             ex.target.to_json(), now=100.0, deadline=10_000.0, source_dir=str(ex.source_dir),
+                             settings={}, fingerprint=taken.model_dump(mode="json"))
+    ex.state.create_bucket()
+    ex.state.put_json(JobLayout("job-fp000001").result(0, 0), {"attempt": 0, "node_rank": 0, "instance_id": "ins-1",
+                      "outcome": "succeeded", "reason": "", "metrics": {"val_loss": 0.25}, "time": 1.0})
+    first = replace(ex, job_id="job-fp000001", token=run.store.acquire("job-fp000001", "t", 60, 100.0), spec=spec)
+    assert first.run(A.IndexFingerprint()) is Next.CONTINUE
+    entry = fingerprint.lookup(ex.state, taken)
+    assert entry is not None and (entry.job_id, entry.metrics) == ("job-fp000001", {"val_loss": 0.25})
+    assert entry.outputs.prefix == "cvmjob/job-fp000001/outputs/"
+
+    cos.put_bytes("set/a.bin", b"changed while it trained")
+    ex.state.delete([fingerprint.index_key(taken)])
+    second = replace(ex, job_id="job-fp000002", token=run.store.acquire("job-fp000002", "t", 60, 100.0), spec=spec)
+    assert second.run(A.IndexFingerprint()) is Next.CONTINUE
+    assert fingerprint.lookup(ex.state, taken) is None
+    notes = [e.detail for e in run.store.events("job-fp000002") if e.kind == "note"]
+    assert notes and notes[-1].startswith("its data changed while it trained: data.0 (cos://")

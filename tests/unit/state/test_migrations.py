@@ -50,7 +50,7 @@ def test_a_new_store_is_at_head_with_exactly_the_tables_the_store_queries(open_s
                                                                           store_url: str) -> None:
     Store(store_url).close()
     Store(store_url).close()  # opening it again changes nothing
-    assert version(raw) == (migrations.head(),) == ("0004",)
+    assert version(raw) == (migrations.head(),) == ("0005",)
     with raw.connect() as conn:
         assert compare_metadata(context(conn), metadata) == []
 
@@ -92,7 +92,7 @@ def test_a_store_of_the_hand_written_migrations_upgrades_in_place(tmp_path: Path
         assert (job.state, job.source_dir, job.settings, job.lease_owner, job.lease_token) == (
             JobState.RUNNING, "", {}, "ctl", 4)
         assert job.entered_at == 1.5 and job.keys_expire_at is None  # 0003: from its latest transition
-        assert job.cancel_checkpoint  # 0004
+        assert job.cancel_checkpoint and job.fingerprint is None  # 0004, 0005
         [node] = store.nodes("job-old")
         assert node.charge_type.value == "SPOTPAID" and node.on_demand_price_per_hour is None
         store.put_node(4, NodeRecord(**{**node.__dict__, "on_demand_price_per_hour": 9.0}))
@@ -166,7 +166,7 @@ def test_stores_opened_for_the_first_time_at_once_are_migrated_once(store_url: s
     for store in opened:
         store.close()
     assert not errors and len(opened) == 3
-    assert version(raw) == ("0004",)
+    assert version(raw) == (migrations.head(),)
 
 
 def closed_port() -> int:

@@ -1,0 +1,91 @@
+"""What a job's result depends on, as one hash: `cvmjob run --if-changed` reuses a succeeded job that trained on
+the same inputs instead of training again.
+
+The inputs: each data prefix's listing (every object's key, size and ETag), the workdir bundle's sha256 (the
+archive is byte-for-byte reproducible: bundle.workdir_archive), the normalized spec (after ``--set``), the image
+the plan chose and cvmjob's version. The fingerprint is taken at submission and stored with the job; when the job
+has succeeded, the data is listed again, and only a job whose data did not change while it trained is entered in
+the index (DVC records its hashes after the run, so a change during the run is silently kept as done).
+
+The index lives in the state bucket (``cvmjob/_fingerprints/<digest>.json``), so a CI runner that keeps nothing
+between runs finds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import __version__, bundle
+from .contract import FINGERPRINTS_PREFIX, DataDigest, Fingerprint, FingerprintEntry
+from .home import cvmjob_home
+from .providers.tencent import TencentSdk
+from .providers.tencent.storage import ObjectStore
+from .spec.models import JobSpec
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def canonical(document: Any) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+def data_digests(spec: JobSpec, sdk: TencentSdk) -> list[DataDigest]:
+    """Every data entry's listing, hashed: a changed, added or removed object changes its digest."""
+    digests = []
+    for entry in spec.data:
+        source = entry.source
+        lines, size, count = [], 0, 0
+        for info in ObjectStore(sdk, source.bucket).iter_objects(source.prefix):
+            lines.append(f"{info.key}\t{info.size}\t{info.etag}")
+            size += info.size
+            count += 1
+        digests.append(DataDigest(bucket=source.bucket, prefix=source.prefix, objects=count, bytes=size,
+                                  sha256=_sha256("\n".join(sorted(lines)))))
+    return digests
+
+
+def workdir_sha256(spec: JobSpec, source_dir: Path) -> str:
+    with tempfile.TemporaryDirectory(prefix="cvmjob-fingerprint-") as tmp:
+        archive = bundle.workdir_archive((source_dir / spec.workdir).resolve(), Path(tmp) / "w.tgz",
+                                         exclude=(cvmjob_home(),))
+    return archive.sha256
+
+
+def take(spec: JobSpec, image_id: str, source_dir: Path, sdk: TencentSdk) -> Fingerprint:
+    return Fingerprint(
+        cvmjob_version=__version__,
+        spec_sha256=_sha256(canonical(spec.model_dump(mode="json"))),
+        workdir_sha256=workdir_sha256(spec, source_dir),
+        image_id=image_id,
+        data=data_digests(spec, sdk),
+    )
+
+
+def digest(fingerprint: Fingerprint) -> str:
+    return _sha256(canonical(fingerprint.model_dump(mode="json")))
+
+
+def index_key(fingerprint: Fingerprint) -> str:
+    return f"{FINGERPRINTS_PREFIX}{digest(fingerprint)}.json"
+
+
+def changed_data(before: Fingerprint, now: list[DataDigest]) -> list[str]:
+    """The data entries whose listing differs from the one taken at submission, as the user would name them."""
+    changed = []
+    for index, (old, new) in enumerate(zip(before.data, now, strict=True)):
+        if old.sha256 != new.sha256:
+            changed.append(f"data.{index} (cos://{old.bucket}/{old.prefix}: {old.objects} objects, {old.bytes} bytes "
+                           f"at submission, {new.objects} objects, {new.bytes} bytes at the end)")
+    return changed
+
+
+def lookup(state: ObjectStore, fingerprint: Fingerprint) -> FingerprintEntry | None:
+    """The succeeded job that trained on these inputs, if the index has one."""
+    found = state.get_json(index_key(fingerprint)) if state.bucket_exists() else None
+    return None if found is None else FingerprintEntry.model_validate(found)

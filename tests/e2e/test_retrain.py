@@ -1,0 +1,71 @@
+"""CI retraining (issue 12) through the CLI: `cvmjob run --if-changed` from runners that keep nothing between runs
+(a fresh CVMJOB_HOME each) finds the job that succeeded on the same inputs in the state bucket and reuses it; one
+changed data object, script line or spec field trains again."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import QUICKSTART_DATA, Cli
+from tests.e2e.spot_support import job_folder
+from tests.emulator.conftest import make_cos
+
+pytestmark = pytest.mark.e2e
+
+SHORT = ("--set", "train.command=python train.py --steps 20", "--set", "snapshot.enabled=false")
+
+
+def runner(cli: Cli, name: str) -> Cli:
+    """Another CI runner: the same cloud and keys, nothing local in common."""
+    return Cli(cli.emulator, cli.home.parent / name)
+
+
+def run_if_changed(cli: Cli, spec: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    result = cli.run("run", str(spec), "--if-changed", "--output", "json", *SHORT, *extra, timeout=300)
+    assert result.stdout.strip(), result.stderr[-3000:]
+    view: dict[str, Any] = json.loads(result.stdout)
+    return result.returncode, view
+
+
+def launches(cli: Cli) -> int:
+    """Instances the account ever had (the call log would count the plan's DryRun of RunInstances too)."""
+    return len(cli.emulator.admin.instances())
+
+
+def test_a_second_runner_reuses_the_job_that_trained_on_the_same_inputs(cli: Cli, tmp_path: Path) -> None:
+    spec = job_folder(tmp_path)
+    code, first = run_if_changed(runner(cli, "runner-1"), spec)
+    assert code == 0 and first["state"] == "SUCCEEDED", first.get("reason")
+    assert first["up_to_date"] is False and first["result"]["metrics"]
+
+    before = launches(cli)
+    started = time.monotonic()
+    code, second = run_if_changed(runner(cli, "runner-2"), spec)
+    took = time.monotonic() - started
+    assert code == 0 and second["up_to_date"] is True, second
+    assert (second["job_id"], second["fingerprint"]) == (first["job_id"], first["fingerprint"])
+    assert second["metrics"] == first["result"]["metrics"]
+    assert second["outputs"] == f"cos://cvmjob-{cli.emulator.appid}/cvmjob/{first['job_id']}/outputs/"
+    assert took < 30 and launches(cli) == before, (took, launches(cli) - before)
+
+    # One input changed at a time: each run is a new job (detached, and cancelled at once: it only has to start).
+    again = runner(cli, "runner-3")
+
+    def retrains(what: str, *extra: str) -> None:
+        code, view = run_if_changed(again, spec, "--detach", *extra)
+        assert code == 0 and view["up_to_date"] is False and view["job_id"] != first["job_id"], (what, view)
+        cancelled = again.run("cancel", view["job_id"], "--no-checkpoint", "--wait", timeout=180)
+        assert cancelled.returncode == 0, (what, cancelled.stderr)
+
+    retrains("a spec field", "--set", "checkpoints.keep_last=2")
+    script = spec.parent / "train.py"
+    script.write_text(script.read_text() + "\n# one line more\n")
+    retrains("a line of the script")
+    make_cos(cli.emulator).put_object(Bucket=QUICKSTART_DATA.bucket, Key=f"{QUICKSTART_DATA.prefix}extra.txt",
+                                      Body=b"one more object")
+    retrains("a data object")
