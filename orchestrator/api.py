@@ -3,6 +3,8 @@ logs, cancel, wait, gc."""
 
 from __future__ import annotations
 
+import os
+import re
 import secrets
 import subprocess
 import sys
@@ -13,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import embedded, fingerprint
+from . import embedded, fingerprint, jobdoc
 from . import pool as pools
 from .contract import Fingerprint, FingerprintEntry, JobLayout, Manifest, Result, Status
 from .errors import CvmjobError
@@ -30,7 +32,7 @@ from .providers.tencent.vocabulary import ChargeType
 from .retry import retrying
 from .spec import JobSpec
 from .spec.loader import load_job
-from .state.store import JobRecord, PoolStore, Store
+from .state.store import Event, JobRecord, NodeRecord, PoolStore, Store
 from .tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from .target import Target, connect, reconnect, resolve
 
@@ -54,6 +56,11 @@ class PlanReport:
 
 def new_job_id() -> str:
     return "job-" + secrets.token_hex(4)
+
+
+JOB_ID = re.compile(r"job-[0-9a-f]{8}")  # new_job_id()'s form: only a full id is looked for in the state bucket
+REMOTE_HOW = ("a job of another machine is found in the state bucket of CVMJOB_REGION (default ap-guangzhou) and "
+              "CVMJOB_STATE_BUCKET (default cvmjob-<APPID>), with this machine's keys")
 
 
 def state_bucket(spec: JobSpec, target: Target) -> str:
@@ -224,19 +231,58 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
         lease=lease,
         fingerprint=None if inputs is None else inputs.model_dump(mode="json"),
     )
+    # At once, so that another machine can follow the job from its first second (a CI workflow's next step).
+    job = store.get(job_id)
+    assert job is not None
+    jobdoc.publish(ObjectStore(connect(report.target), report.plan.state_bucket), job, [], store.events(job_id))
     return job_id
 
 
 def find_job(store: Store, ref: str) -> JobRecord:
+    """The job ``ref`` names in this store (an id, a unique prefix, a name); a full job id this store does not hold
+    is looked for in the state bucket (a job another machine submitted: a later CI step, another runner)."""
     if not ref.strip():
         raise JobNotFound("no job given: name a job id (or a unique prefix, or the job name); `cvmjob ls` lists them")
     matches = store.find(ref)
     if not matches:
-        raise JobNotFound(f"no job {ref!r}: `cvmjob ls` lists them")
+        if not JOB_ID.fullmatch(ref):
+            raise JobNotFound(f"no job {ref!r}: `cvmjob ls` lists them")
+        elsewhere = remote_job(ref)
+        if elsewhere is None:
+            raise JobNotFound(f"no job {ref!r} in this store, nor in the state bucket {_remote_where()}: `cvmjob ls` "
+                              f"lists this store's jobs; {REMOTE_HOW}")
+        return elsewhere[0]
     if len(matches) > 1 and matches[0].job_id != ref and matches[0].name != ref:
         ids = ", ".join(j.job_id for j in matches[:5])
         raise JobNotFound(f"{ref!r} matches several jobs ({ids}); give more of the id")
     return matches[0]
+
+
+def job_history(store: Store, job: JobRecord) -> tuple[list[NodeRecord], list[Event]]:
+    """The job's nodes and events: from this store, or from its job.json when another machine's store holds it."""
+    if store.get(job.job_id) is not None:
+        return store.nodes(job.job_id), store.events(job.job_id)
+    elsewhere = remote_job(job.job_id)
+    return (elsewhere[1], elsewhere[2]) if elsewhere is not None else ([], [])
+
+
+def _remote_state() -> ObjectStore:
+    target = resolve(os.environ.get("CVMJOB_REGION") or "ap-guangzhou")
+    return ObjectStore(connect(target), os.environ.get("CVMJOB_STATE_BUCKET") or f"cvmjob-{target.appid}")
+
+
+def _remote_where() -> str:
+    state = _remote_state()
+    return f"{state.bucket} ({state.sdk.region})"
+
+
+def remote_job(job_id: str) -> tuple[JobRecord, list[NodeRecord], list[Event]] | None:
+    """The job as its controller last published it (jobdoc), or None when the state bucket has no such job."""
+    state = _remote_state()
+    try:
+        return retrying(lambda: jobdoc.fetch(state, job_id)) if state.bucket_exists() else None
+    except ValueError as exc:
+        raise JobNotFound(f"{job_id}: its job.json in {state.bucket} cannot be read: {exc}") from exc
 
 
 def release_embedded(store: Store) -> None:
@@ -307,8 +353,13 @@ def follow_logs(store: Store, job: JobRecord, attempt: int | None = None, node: 
 
 def cancel(store: Store, job: JobRecord, now: Callable[[], float] = time.time, checkpoint: bool = True) -> None:
     """Ask the job's controller to cancel it: the agents checkpoint and upload first, unless ``checkpoint`` is
-    off (nothing will resume it: its instances go within seconds)."""
+    off (nothing will resume it: its instances go within seconds). A job this store does not hold is asked through
+    a signal in its state bucket, which the controller driving it reads every round."""
     if job.state.is_terminal():
+        return
+    if store.get(job.job_id) is None:
+        retrying(lambda: _state_store(job).put_json(JobLayout(job.job_id).cancel_signal(checkpoint),
+                                                    {"time": now(), "checkpoint": checkpoint}))
         return
     store.request_cancel(job.job_id, now(), checkpoint)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import signal
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -25,6 +25,7 @@ ROOT = "cvmjob"
 # node's status every few seconds to see a reclaim notice within seconds.
 SIGNALS_PREFIX = f"{ROOT}/_signals/"
 AGENT_WHEELS_PREFIX = f"{ROOT}/_agent/"
+CANCEL_SIGNAL, CANCEL_NOW_SIGNAL = "cancel", "cancel-now"  # JobLayout.cancel_signal: with a checkpoint, without
 # `cvmjob run --if-changed`: one object per set of inputs a job succeeded on (orchestrator/fingerprint.py).
 FINGERPRINTS_PREFIX = f"{ROOT}/_fingerprints/"
 
@@ -55,6 +56,10 @@ class JobLayout:
     @property
     def spec(self) -> str:
         return self.prefix + "spec.json"
+
+    @property
+    def job_doc(self) -> str:
+        return self.prefix + "job.json"
 
     @property
     def bundle_prefix(self) -> str:
@@ -91,6 +96,11 @@ class JobLayout:
 
     def signal(self, attempt: int, node: int) -> str:
         return f"{self.signals_prefix}{attempt}-{node}"
+
+    def cancel_signal(self, checkpoint: bool) -> str:
+        """`cvmjob cancel` from a machine whose store does not hold the job: the controller driving it reads the
+        signals every round and requests the cancel in its own store."""
+        return f"{self.signals_prefix}{CANCEL_SIGNAL if checkpoint else CANCEL_NOW_SIGNAL}"
 
     def credentials(self, attempt: int) -> str:
         return self.attempt_prefix(attempt) + "credentials.json"
@@ -423,3 +433,12 @@ class FingerprintEntry(_Model):
     outputs: Location
     metrics: Metrics = Field(default_factory=dict)
     image_id: str | None = None
+
+
+class JobDoc(_Model):
+    """``job.json``: the job's records as the store of its controller holds them (orchestrator/jobdoc.py)."""
+
+    layout_version: int = LAYOUT_VERSION
+    job: dict[str, Any]
+    nodes: list[dict[str, Any]]
+    events: list[dict[str, Any]]

@@ -199,6 +199,9 @@ def resume(
     check_output(output)
     store = _store()
     record = api.find_job(store, job)
+    if store.get(record.job_id) is None:
+        raise Abort(f"{record.job_id} is held by another machine's store (its controller: {record.lease_owner}): "
+                    "resume it there, or share one store between the machines (CVMJOB_DB)", EXIT_BAD_INPUT)
     if record.state.is_terminal():
         _finish(store, record, output)
     if detach:
@@ -224,7 +227,7 @@ def status(
     else:
         record = api.find_job(store, job)
     view = api.agent_view(record)
-    events, nodes = store.events(record.job_id), store.nodes(record.job_id)
+    nodes, events = api.job_history(store, record)
     if output == "json":
         render.print_json(render.job_json(record, events, nodes, view))
     else:
@@ -269,7 +272,7 @@ def logs(
     record = api.find_job(store, job)
     if attempt is not None and not 1 <= attempt <= record.attempt:
         raise Abort(f"--attempt {attempt}: {record.job_id} has attempts 1..{record.attempt}", EXIT_BAD_INPUT)
-    nodes = sorted({n.node for n in store.nodes(record.job_id, attempt or record.attempt)})
+    nodes = sorted({n.node for n in api.job_history(store, record)[0] if n.attempt == (attempt or record.attempt)})
     if node < 0 or (nodes and node not in nodes):  # no nodes yet: `logs -f` waits for them
         known = f"the attempt's nodes are {', '.join(map(str, nodes))}" if nodes else "nodes are numbered from 0"
         raise Abort(f"--node {node}: {known}", EXIT_BAD_INPUT)
@@ -291,9 +294,13 @@ def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the 
         render.console.print(f"{record.job_id} already ended: {record.state.value}")
         return
     api.cancel(store, record, checkpoint=checkpoint)
-    render.console.print(f"cancel requested for {record.job_id}; the controller driving it acts on it")
-    if record.lease_owner is None or record.lease_expires < time.time():
-        render.console.print("no controller is driving it: `cvmjob resume` it to carry the cancel out")
+    if store.get(record.job_id) is None:
+        render.console.print(f"cancel of {record.job_id} signalled in its state bucket; the controller driving it "
+                             f"({record.lease_owner or 'none known'}) acts on it at its next round")
+    else:
+        render.console.print(f"cancel requested for {record.job_id}; the controller driving it acts on it")
+        if record.lease_owner is None or record.lease_expires < time.time():
+            render.console.print("no controller is driving it: `cvmjob resume` it to carry the cancel out")
     if wait:
         record = api.wait(store, record)
         render.console.print(f"{record.job_id}: {record.state.value}")

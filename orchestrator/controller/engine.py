@@ -30,7 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..contract import SIGNALS_PREFIX, Phase, signalled_phase
+from ..contract import CANCEL_NOW_SIGNAL, CANCEL_SIGNAL, SIGNALS_PREFIX, Phase, signalled_phase
 from ..lifecycle.actions import Action, Move, Wait
 from ..lifecycle.decide import ACTS_ON_CANCEL, decide
 from ..lifecycle.execute import Emit, Ensured, Executor, Next, PermanentFailure
@@ -288,6 +288,13 @@ class Engine:
             signalled = self.held.get(job_id)
             if signalled is None:
                 others.setdefault(job_id, []).append(key)
+                continue
+            kind = key.rpartition("/")[2]
+            if kind in (CANCEL_SIGNAL, CANCEL_NOW_SIGNAL):
+                # `cvmjob cancel` from a machine without this store: on record here, the signal has done its job
+                # (the round's cancels_for acts on it).
+                self.store.request_cancel(job_id, now, checkpoint=kind == CANCEL_SIGNAL)
+                used.append(key)
                 continue
             urgency = signal_urgency(key)
             signalled.signalled = urgency if signalled.signalled is None else min(signalled.signalled, urgency)

@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .. import bundle, fingerprint
+from .. import bundle, fingerprint, jobdoc
 from ..bootstrap import user_data
 from ..contract import (
     AgentConfig,
@@ -470,6 +470,8 @@ class Executor:
             changes["keep_until"] = action.keep_until
         self.store.transition(self.job_id, self.token, job.state, action.target, action.reason, self.now(), **changes)
         self.emit("state", f"{action.target.value}: {action.reason}")
+        if job.attempt > 0:  # before its first attempt a job has nothing to follow, and no COS write delays a launch
+            jobdoc.publish(self.state, self.job(), self.store.nodes(self.job_id), self.store.events(self.job_id))
         return Next.LOOK_AGAIN
 
     def _RequestCancel(self, action: RequestCancel) -> Next:

@@ -1,6 +1,7 @@
 """CI retraining (issue 12) through the CLI: `cvmjob run --if-changed` from runners that keep nothing between runs
 (a fresh CVMJOB_HOME each) finds the job that succeeded on the same inputs in the state bucket and reuses it; one
-changed data object, script line or spec field trains again."""
+changed data object, script line or spec field trains again. A job is followed (status, logs) and cancelled from
+a machine that never had it."""
 
 from __future__ import annotations
 
@@ -53,14 +54,27 @@ def test_a_second_runner_reuses_the_job_that_trained_on_the_same_inputs(cli: Cli
     assert second["outputs"] == f"cos://cvmjob-{cli.emulator.appid}/cvmjob/{first['job_id']}/outputs/"
     assert took < 30 and launches(cli) == before, (took, launches(cli) - before)
 
-    # One input changed at a time: each run is a new job (detached, and cancelled at once: it only has to start).
+    # Seen from a machine that never had it: status and logs come from the state bucket.
+    elsewhere = runner(cli, "elsewhere")
+    seen = elsewhere.status(first["job_id"])
+    assert (seen["state"], seen["cost_cny"], [p["state"] for p in seen["phases"]]) == (
+        "SUCCEEDED", first["cost_cny"], [p["state"] for p in first["phases"]])
+    assert [n["instance_id"] for n in seen["nodes"]] == [n["instance_id"] for n in first["nodes"]]
+    logs = elsewhere.run("logs", first["job_id"], timeout=60)
+    assert logs.returncode == 0 and "step=19 " in logs.stdout, logs.stderr
+    assert not (elsewhere.home / "state.db").exists() or elsewhere.run("ls").stdout.count("job-") == 0
+
+    # One input changed at a time: each run is a new job, detached, and cancelled at once (it only has to start)
+    # from a machine that does not hold it: through a signal in the state bucket to the controller that does.
     again = runner(cli, "runner-3")
 
     def retrains(what: str, *extra: str) -> None:
         code, view = run_if_changed(again, spec, "--detach", *extra)
         assert code == 0 and view["up_to_date"] is False and view["job_id"] != first["job_id"], (what, view)
-        cancelled = again.run("cancel", view["job_id"], "--no-checkpoint", "--wait", timeout=180)
-        assert cancelled.returncode == 0, (what, cancelled.stderr)
+        cancelled = elsewhere.run("cancel", view["job_id"], "--no-checkpoint", "--wait", timeout=180)
+        assert cancelled.returncode == 0 and "CANCELLED" in cancelled.stdout, (what, cancelled.stdout,
+                                                                                cancelled.stderr)
+        assert again.status(view["job_id"])["state"] == "CANCELLED"
 
     retrains("a spec field", "--set", "checkpoints.keep_last=2")
     script = spec.parent / "train.py"
