@@ -17,6 +17,7 @@ from typing import Any
 
 from . import embedded, fingerprint, jobdoc
 from . import pool as pools
+from .ci.facts import labels_from
 from .contract import Fingerprint, FingerprintEntry, JobLayout, Manifest, Result, Status
 from .errors import CvmjobError
 from .home import state_db, store_url
@@ -230,6 +231,7 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
         settings_to_json(report.settings),
         lease=lease,
         fingerprint=None if inputs is None else inputs.model_dump(mode="json"),
+        labels=labels_from(os.environ).model_dump(mode="json"),
     )
     # At once, so that another machine can follow the job from its first second (a CI workflow's next step).
     job = store.get(job_id)
@@ -303,7 +305,7 @@ class AgentView:
     manifest: Manifest | None
 
 
-def _state_store(job: JobRecord) -> ObjectStore:
+def state_store(job: JobRecord) -> ObjectStore:
     """The job's state bucket, where the agents write. The embedded emulator is started again if a finished job
     left it stopped: its COS keeps the reports, the manifest and the logs."""
     return ObjectStore(connect(reconnect(Target.from_json(job.cloud))), Plan.model_validate(job.plan).state_bucket)
@@ -311,7 +313,7 @@ def _state_store(job: JobRecord) -> ObjectStore:
 
 def agent_view(job: JobRecord, node: int = 0) -> AgentView:
     """What the agents last said, read from COS (None fields when unreachable or not yet written)."""
-    store = _state_store(job)
+    store = state_store(job)
     layout = JobLayout(job.job_id)
     try:
         status = store.get_json(layout.status(job.attempt, node))
@@ -328,7 +330,7 @@ def agent_view(job: JobRecord, node: int = 0) -> AgentView:
 
 def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after: str = "") -> Iterator[tuple[str, str]]:
     """(key, text) of the shipped log chunks of an attempt, in order, after the key ``after``."""
-    store = _state_store(job)
+    store = state_store(job)
     layout = JobLayout(job.job_id)
     prefix = layout.logs_prefix(attempt or job.attempt, node)
     for info in store.iter_objects(prefix):
@@ -358,7 +360,7 @@ def cancel(store: Store, job: JobRecord, now: Callable[[], float] = time.time, c
     if job.state.is_terminal():
         return
     if store.get(job.job_id) is None:
-        retrying(lambda: _state_store(job).put_json(JobLayout(job.job_id).cancel_signal(checkpoint),
+        retrying(lambda: state_store(job).put_json(JobLayout(job.job_id).cancel_signal(checkpoint),
                                                     {"time": now(), "checkpoint": checkpoint}))
         return
     store.request_cancel(job.job_id, now(), checkpoint)

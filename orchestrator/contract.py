@@ -15,6 +15,7 @@ import re
 import signal
 from enum import Enum
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -442,3 +443,35 @@ class JobDoc(_Model):
     job: dict[str, Any]
     nodes: list[dict[str, Any]]
     events: list[dict[str, Any]]
+
+
+# `cvmjob run` from CI: the newest job of each name that succeeded for each git ref, a later run's baseline.
+LATEST_PREFIX = f"{ROOT}/_latest/"
+
+
+def latest_key(name: str, ref: str) -> str:
+    return f"{LATEST_PREFIX}{name}/{quote(ref or '-', safe='')}.json"
+
+
+class RunLabels(_Model):
+    """Where a job was submitted from, as its CI system says (orchestrator/ci/facts.py reads them)."""
+
+    ref: str = ""  # the git branch or tag
+    sha: str = ""
+    run_url: str = ""
+
+
+class RunFacts(_Model):
+    """One job as its summary tells it; ``_latest/<name>/<ref>.json`` holds the newest succeeded one's."""
+
+    job_id: str
+    name: str
+    state: str
+    metrics: dict[str, float]
+    cost_cny: float | None
+    duration_seconds: float | None
+    attempts: int
+    reclaims: int
+    finished_at: float | None
+    ref: str | None  # the git ref it ran for
+    up_to_date: bool = False  # `--if-changed` found a job that succeeded on the same inputs: this is that job

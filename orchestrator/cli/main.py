@@ -31,6 +31,7 @@ from ..state.store import Store, StoreError
 from ..sweep.view import show_values
 from ..target import in_ci, refuse_silent_emulator
 from . import render
+from .ci import BaselineOption, CiReport, GateOption, SummaryOption, tell
 from .controller import controller_app
 from .emulator import emulator_app
 from .options import Abort, Emulator, Output, check_output
@@ -96,14 +97,25 @@ def run(
     if_changed: Annotated[bool, typer.Option(
         "--if-changed", help="reuse a job that succeeded on the same inputs (data listings, workdir, spec, image, "
                              "cvmjob version) instead of training: exit 0 at once, no instance")] = False,
+    summary: SummaryOption = None,
+    gate: GateOption = None,
+    baseline: BaselineOption = None,
 ) -> None:
     """Run a job through its whole life: create, sync, train, checkpoint, image, destroy."""
     check_output(output)
+    ci = CiReport.of(summary, gate, baseline)
+    if detach and ci.wanted:
+        raise Abort("--summary, --gate and --baseline tell a job's end: they need a run that waits for it "
+                    "(drop --detach)", EXIT_BAD_INPUT)
     report = api.plan(spec, set_ or [], emulator, name)
     _say_target(report, output)
     inputs = api.fingerprint_of(report) if if_changed else None
     if inputs is not None and (reused := api.reusable(report, inputs)) is not None:
         _say_up_to_date(reused, output)
+        store = _store()
+        code = tell(ci, store, api.find_job(store, reused.job_id), up_to_date=True)
+        if code is not None:
+            raise typer.Exit(code)
         return
     store = _store()
     me = None if detach else controller_name()
@@ -118,7 +130,7 @@ def run(
         else:
             render.console.print(f"driven by {handed}; `cvmjob status {job_id}` shows where it is")
         return
-    _drive_foreground(store, job_id, output, me=me)
+    _drive_foreground(store, job_id, output, me=me, ci=ci)
 
 
 def _say_up_to_date(entry: FingerprintEntry, output: str) -> None:
@@ -130,7 +142,8 @@ def _say_up_to_date(entry: FingerprintEntry, output: str) -> None:
                          + (f"; metrics: {show_values(entry.metrics)}" if entry.metrics else ""))
 
 
-def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False, me: str | None = None) -> None:
+def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False, me: str | None = None,
+                      ci: CiReport | None = None) -> None:
     controls = Controls()
     progress = render.Progress()
     presses = {"count": 0}
@@ -166,18 +179,19 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    _finish(store, job, output)
+    _finish(store, job, output, ci)
 
 
-def _finish(store: Store, job: Any, output: str) -> None:
+def _finish(store: Store, job: Any, output: str, ci: CiReport | None = None) -> None:
     view = api.agent_view(job)
+    gated = tell(ci, store, job) if ci is not None else None
     api.release_embedded(store)  # after reading the agents' last words from it
     events = store.events(job.job_id)
     if output == "json":
         render.print_json(render.job_json(job, events, store.nodes(job.job_id), view))
     else:
         render.summary(job, events, store.nodes(job.job_id), view)
-    raise typer.Exit(EXIT_CODES.get(job.state, 1))
+    raise typer.Exit(gated if gated is not None else EXIT_CODES.get(job.state, 1))
 
 
 @app.command("_drive", hidden=True)

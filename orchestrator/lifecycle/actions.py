@@ -54,9 +54,10 @@ class RequestCancel:
 
 
 @dataclass(frozen=True)
-class IndexFingerprint:
-    """A succeeded job submitted with `--if-changed`: its data listed again, and the job entered in the
-    fingerprint index only if that data did not change while it trained."""
+class RecordSuccess:
+    """A succeeded job's facts where later runs find them: the newest success of its name for its git ref (a
+    baseline), and, for a job submitted with `--if-changed`, its inputs in the fingerprint index, if its data did
+    not change while it trained."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ Action = (
     | MarkNodes
     | Move
     | RequestCancel
-    | IndexFingerprint
+    | RecordSuccess
     | CreateImage
     | ApplyImageRetention
     | DiscardImage

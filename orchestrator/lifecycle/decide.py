@@ -21,11 +21,11 @@ from .actions import (
     ApplyImageRetention,
     CreateImage,
     DiscardImage,
-    IndexFingerprint,
     Launch,
     MarkNodes,
     Move,
     RecordBill,
+    RecordSuccess,
     RefreshCredentials,
     ReleasePool,
     RequestCancel,
@@ -382,8 +382,8 @@ def _tearing_down(r: _Round) -> list[Action]:
         ending: list[Action] = [Terminate(killable, "teardown")] if killable else []
         return [*ending, Wait(r.s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]
     outcome = r.job.outcome or S.FAILED_ERROR
-    index: list[Action] = [IndexFingerprint()] if outcome == S.SUCCEEDED and r.job.fingerprint is not None else []
-    return [RecordBill(), *index, Move(outcome, r.job.reason or outcome.value)]
+    record: list[Action] = [RecordSuccess()] if outcome == S.SUCCEEDED else []
+    return [RecordBill(), *record, Move(outcome, r.job.reason or outcome.value)]
 
 
 def _pool_node(current: list[NodeRecord], node: int) -> bool:

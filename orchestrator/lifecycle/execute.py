@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import bundle, fingerprint, jobdoc
 from ..bootstrap import user_data
+from ..ci.facts import run_facts
 from ..contract import (
     AgentConfig,
     Control,
@@ -34,6 +35,7 @@ from ..contract import (
     Result,
     TemporaryKeys,
     agent_wheel_key,
+    latest_key,
 )
 from ..home import cvmjob_home
 from ..plan.models import Plan
@@ -52,11 +54,11 @@ from .actions import (
     ApplyImageRetention,
     CreateImage,
     DiscardImage,
-    IndexFingerprint,
     Launch,
     MarkNodes,
     Move,
     RecordBill,
+    RecordSuccess,
     RefreshCredentials,
     ReleasePool,
     RequestCancel,
@@ -574,24 +576,28 @@ class Executor:
         self.emit("bill", f"cost {total:.2f} CNY")
         return Next.CONTINUE
 
-    def _IndexFingerprint(self, action: IndexFingerprint) -> Next:
-        job = self.job()
-        assert job.fingerprint is not None, "decide indexes only jobs submitted with a fingerprint"
-        taken = Fingerprint.model_validate(job.fingerprint)
+    def _RecordSuccess(self, action: RecordSuccess) -> Next:
+        job, now = self.job(), self.now()
+        found = retrying(lambda: self.state.get_json(self.layout.result(job.attempt, 0)))
+        metrics = Result.model_validate(found).metrics if found is not None else {}
+        facts = run_facts(replace(job, state=JobState.SUCCEEDED, updated_at=now), self.store.events(self.job_id),
+                          metrics, now)
+        retrying(lambda: self.state.put_json(latest_key(job.name, facts.ref or ""), facts.model_dump(mode="json")))
+        if job.fingerprint is not None:
+            self._index_inputs(job, Fingerprint.model_validate(job.fingerprint), metrics, now)
+        return Next.CONTINUE
+
+    def _index_inputs(self, job: JobRecord, taken: Fingerprint, metrics: dict[str, float], now: float) -> None:
         changed = fingerprint.changed_data(taken, retrying(lambda: fingerprint.data_digests(self.spec, self.sdk)))
         if changed:
             detail = f"its data changed while it trained: {'; '.join(changed)}; not reused by `run --if-changed`"
-            self.store.note(self.job_id, self.token, "note", detail, self.now())
+            self.store.note(self.job_id, self.token, "note", detail, now)
             self.emit("fingerprint", detail)
-            return Next.CONTINUE
-        found = retrying(lambda: self.state.get_json(self.layout.result(job.attempt, 0)))
-        result = Result.model_validate(found) if found is not None else None
-        entry = FingerprintEntry(job_id=self.job_id, name=job.name, finished_at=self.now(), fingerprint=taken,
-                                 outputs=self._locations()[2], metrics=result.metrics if result else {},
-                                 image_id=job.image_id)
+            return
+        entry = FingerprintEntry(job_id=self.job_id, name=job.name, finished_at=now, fingerprint=taken,
+                                 outputs=self._locations()[2], metrics=metrics, image_id=job.image_id)
         retrying(lambda: self.state.put_json(fingerprint.index_key(taken), entry.model_dump(mode="json")))
         self.emit("fingerprint", "inputs recorded: `run --if-changed` on the same inputs reuses this job")
-        return Next.CONTINUE
 
 
 _HANDLERS: dict[type, Callable[[Executor, Any], Next]] = {
@@ -609,5 +615,5 @@ _HANDLERS: dict[type, Callable[[Executor, Any], Next]] = {
     ApplyImageRetention: Executor._ApplyImageRetention,
     DiscardImage: Executor._DiscardImage,
     RecordBill: Executor._RecordBill,
-    IndexFingerprint: Executor._IndexFingerprint,
+    RecordSuccess: Executor._RecordSuccess,
 }

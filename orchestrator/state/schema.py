@@ -41,6 +41,7 @@ jobs = Table(
     Column("image_error", Text),  # why CreateImage was refused (the job then succeeds without an image)
     Column("entered_at", Float, nullable=False, server_default=text("0")),  # its latest transition's time
     Column("fingerprint_json", Text),  # `run --if-changed`: the inputs at submission (contract.Fingerprint)
+    Column("labels_json", Text, nullable=False, server_default="{}"),  # where it ran from (contract.RunLabels)
     Index("jobs_claim", "state", "lease_expires"),
 )
 

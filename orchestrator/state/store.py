@@ -18,7 +18,7 @@ import threading
 import weakref
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,7 @@ class JobRecord:
     entered_at: float = 0.0  # when it entered its state: the latest transition
     cancel_checkpoint: bool = True  # the requested cancel wants the agents' emergency checkpoint first
     fingerprint: dict[str, Any] | None = None  # `run --if-changed`: the inputs at submission
+    labels: dict[str, Any] = field(default_factory=dict)  # where it ran from: contract.RunLabels
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ class LeaseRecord:
     expires_at: float
 
 
-_JSON_COLUMNS = {"spec_json": "spec", "plan_json": "plan", "cloud_json": "cloud", "settings_json": "settings"}
+_JSON_COLUMNS = {"spec_json": "spec", "plan_json": "plan", "cloud_json": "cloud", "settings_json": "settings",
+                 "labels_json": "labels"}
 _WRITABLE_JOB_FIELDS = {
     "outcome",
     "reason",
@@ -441,6 +443,7 @@ class Store:
         settings: dict[str, Any],
         lease: tuple[str, float] | None = None,
         fingerprint: dict[str, Any] | None = None,
+        labels: dict[str, Any] | None = None,
     ) -> None:
         """``lease``: (owner, ttl) of the controller that will drive the job itself (`cvmjob run`), so that no
         other controller claims it between its submission and its first round."""
@@ -461,6 +464,7 @@ class Store:
                     deadline=deadline,
                     source_dir=source_dir,
                     fingerprint_json=None if fingerprint is None else json.dumps(fingerprint),
+                    labels_json=json.dumps(labels or {}),
                     settings_json=json.dumps(settings),
                 )
             )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.ci.gate import EXIT_GATE_FAILED
 from tests.e2e.conftest import QUICKSTART_DATA, Cli
 from tests.e2e.spot_support import job_folder
 from tests.emulator.conftest import make_cos
@@ -21,9 +22,9 @@ pytestmark = pytest.mark.e2e
 SHORT = ("--set", "train.command=python train.py --steps 20", "--set", "snapshot.enabled=false")
 
 
-def runner(cli: Cli, name: str) -> Cli:
-    """Another CI runner: the same cloud and keys, nothing local in common."""
-    return Cli(cli.emulator, cli.home.parent / name)
+def runner(cli: Cli, name: str, **env: str) -> Cli:
+    """Another CI runner: the same cloud and keys, nothing local in common; ``env``: its CI's variables."""
+    return Cli(cli.emulator, cli.home.parent / name, extra_env=env)
 
 
 def run_if_changed(cli: Cli, spec: Path, *extra: str) -> tuple[int, dict[str, Any]]:
@@ -40,15 +41,25 @@ def launches(cli: Cli) -> int:
 
 def test_a_second_runner_reuses_the_job_that_trained_on_the_same_inputs(cli: Cli, tmp_path: Path) -> None:
     spec = job_folder(tmp_path)
-    code, first = run_if_changed(runner(cli, "runner-1"), spec)
+    summaries = [tmp_path / "summary-1.md", tmp_path / "summary-2.md"]
+    one = runner(cli, "runner-1", GITHUB_REF_NAME="main", GITHUB_STEP_SUMMARY=str(summaries[0]))
+    code, first = run_if_changed(one, spec, "--summary", "markdown", "--gate", "val_loss<=5")
     assert code == 0 and first["state"] == "SUCCEEDED", first.get("reason")
-    assert first["up_to_date"] is False and first["result"]["metrics"]
+    assert first["up_to_date"] is False and "val_loss" in first["result"]["metrics"]
+    told = summaries[0].read_text()
+    assert "| `val_loss` | 0.5" in told and "**No baseline:** the first successful run of quickstart" in told, told
+    assert "✅ `val_loss<=5`" in told
 
+    # Reused from a fresh runner, whose gate the reused job misses: exit 5, and the summary says both.
     before = launches(cli)
     started = time.monotonic()
-    code, second = run_if_changed(runner(cli, "runner-2"), spec)
+    two = runner(cli, "runner-2", GITHUB_REF_NAME="feature", GITHUB_STEP_SUMMARY=str(summaries[1]))
+    code, second = run_if_changed(two, spec, "--summary", "markdown", "--gate", "val_loss<=0.0001")
     took = time.monotonic() - started
-    assert code == 0 and second["up_to_date"] is True, second
+    assert code == EXIT_GATE_FAILED and second["up_to_date"] is True, second
+    told = summaries[1].read_text()
+    assert "Training was skipped" in told and "❌ `val_loss<=0.0001`" in told, told
+    assert f"**Baseline:** job `{first['job_id']}`" not in told  # the baseline would be the reused job itself
     assert (second["job_id"], second["fingerprint"]) == (first["job_id"], first["fingerprint"])
     assert second["metrics"] == first["result"]["metrics"]
     assert second["outputs"] == f"cos://cvmjob-{cli.emulator.appid}/cvmjob/{first['job_id']}/outputs/"

@@ -311,7 +311,7 @@ class World:
         if isinstance(action, A.DiscardImage):
             self.images.pop(action.image_id, None)
             return True
-        if isinstance(action, A.ApplyImageRetention | A.RefreshCredentials | A.RecordBill | A.IndexFingerprint):
+        if isinstance(action, A.ApplyImageRetention | A.RefreshCredentials | A.RecordBill | A.RecordSuccess):
             return True
         if isinstance(action, A.Wait):
             self.now += action.seconds

@@ -87,7 +87,7 @@ def test_a_stale_controller_acts_on_nothing(tmp_path: Path, record: Record) -> N
         A.Stage(), A.StartAttempt(PLACEMENT, "x"), A.Launch(0), A.MarkNodes(((0, "lost", "x"),)),
         A.Move(JobState.STAGING, "x"), A.RequestCancel("x"), A.CreateImage(), A.ApplyImageRetention(1),
         A.DiscardImage("img-1"), A.Terminate(("ins-1",), "x"), A.RefreshCredentials("x"),
-        A.RecordBill(), A.IndexFingerprint(),
+        A.RecordBill(), A.RecordSuccess(),
     ]
     for action in every:
         with pytest.raises(FencedOut):

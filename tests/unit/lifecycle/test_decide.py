@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 from orchestrator.contract import ImageContents, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.actions import (
     CreateImage,
-    IndexFingerprint,
     Launch,
     MarkNodes,
     Move,
     RecordBill,
+    RecordSuccess,
     RequestCancel,
     Stage,
     StartAttempt,
@@ -302,14 +302,13 @@ def test_teardown_waits_for_the_cloud_to_confirm_then_bills() -> None:
     actions = run(tearing, seen(instance()))
     assert actions[0] == Terminate(("ins-00000001",), "teardown") and isinstance(actions[1], Wait)
     assert isinstance(run(tearing, seen(instance("TERMINATING")))[0], Wait)  # already going: no second call
-    assert run(tearing, seen(None)) == [RecordBill(), Move(S.SUCCEEDED, "image ready")]
+    assert run(tearing, seen(None)) == [RecordBill(), RecordSuccess(), Move(S.SUCCEEDED, "image ready")]
 
 
-def test_a_job_submitted_with_its_fingerprint_is_indexed_when_it_succeeded_only() -> None:
-    fingerprinted = {"spec_sha256": "x"}  # decide only asks whether there is one
-    succeeded = job(S.TEARING_DOWN, outcome=S.SUCCEEDED, reason="done", fingerprint=fingerprinted)
-    assert run(succeeded, seen(None)) == [RecordBill(), IndexFingerprint(), Move(S.SUCCEEDED, "done")]
-    failed = job(S.TEARING_DOWN, outcome=S.FAILED, reason="exit 1", fingerprint=fingerprinted)
+def test_only_a_succeeded_job_is_recorded_as_a_success() -> None:
+    succeeded = job(S.TEARING_DOWN, outcome=S.SUCCEEDED, reason="done", fingerprint={"spec_sha256": "x"})
+    assert run(succeeded, seen(None)) == [RecordBill(), RecordSuccess(), Move(S.SUCCEEDED, "done")]
+    failed = job(S.TEARING_DOWN, outcome=S.FAILED, reason="exit 1", fingerprint={"spec_sha256": "x"})
     assert run(failed, seen(None)) == [RecordBill(), Move(S.FAILED, "exit 1")]
 
 

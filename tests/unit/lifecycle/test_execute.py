@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import fingerprint
-from orchestrator.contract import JobLayout
+from orchestrator.contract import JobLayout, RunFacts, latest_key
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next
 from orchestrator.lifecycle.machine import JobState
@@ -157,7 +157,7 @@ def test_a_refused_create_image_is_on_record_and_the_job_stays_where_it_is(run: 
     assert job.image_error == "ImageQuotaLimitExceeded: quota"  # decide() ends the job without an image
 
 
-def test_a_succeeded_job_is_entered_in_the_fingerprint_index_unless_its_data_changed(run: Run, tmp_path: Path) -> None:
+def test_a_success_is_recorded_and_its_inputs_indexed_unless_its_data_changed(run: Run) -> None:
     data = "cvmjob-data-1250000000"
     cos = ObjectStore(run.sdk, data)
     cos.create_bucket()
@@ -174,15 +174,17 @@ def test_a_succeeded_job_is_entered_in_the_fingerprint_index_unless_its_data_cha
     ex.state.put_json(JobLayout("job-fp000001").result(0, 0), {"attempt": 0, "node_rank": 0, "instance_id": "ins-1",
                       "outcome": "succeeded", "reason": "", "metrics": {"val_loss": 0.25}, "time": 1.0})
     first = replace(ex, job_id="job-fp000001", token=run.store.acquire("job-fp000001", "t", 60, 100.0), spec=spec)
-    assert first.run(A.IndexFingerprint()) is Next.CONTINUE
+    assert first.run(A.RecordSuccess()) is Next.CONTINUE
     entry = fingerprint.lookup(ex.state, taken)
     assert entry is not None and (entry.job_id, entry.metrics) == ("job-fp000001", {"val_loss": 0.25})
     assert entry.outputs.prefix == "cvmjob/job-fp000001/outputs/"
+    latest = RunFacts.model_validate(ex.state.get_json(latest_key("quickstart", "")))  # a later run's baseline
+    assert (latest.job_id, latest.state, latest.metrics) == ("job-fp000001", "SUCCEEDED", {"val_loss": 0.25})
 
     cos.put_bytes("set/a.bin", b"changed while it trained")
     ex.state.delete([fingerprint.index_key(taken)])
     second = replace(ex, job_id="job-fp000002", token=run.store.acquire("job-fp000002", "t", 60, 100.0), spec=spec)
-    assert second.run(A.IndexFingerprint()) is Next.CONTINUE
+    assert second.run(A.RecordSuccess()) is Next.CONTINUE
     assert fingerprint.lookup(ex.state, taken) is None
     notes = [e.detail for e in run.store.events("job-fp000002") if e.kind == "note"]
     assert notes and notes[-1].startswith("its data changed while it trained: data.0 (cos://")

@@ -1,0 +1,90 @@
+"""`cvmjob run --summary markdown --gate ... --baseline JOB`: what a CI run tells its pull request once the job has
+ended (or was reused): the summary (to ``$GITHUB_STEP_SUMMARY`` when set, else stderr) and the quality gates,
+whose miss is its own exit code (ci.gate.EXIT_GATE_FAILED)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Optional
+
+import typer
+
+from .. import api
+from ..ci.facts import default_branch, run_facts
+from ..ci.gate import EXIT_GATE_FAILED, Gate, check, parse_gate
+from ..ci.summary import append_step_summary, markdown
+from ..contract import RunFacts, latest_key
+from ..errors import EXIT_BAD_INPUT
+from ..providers.tencent.errors import CloudError
+from ..state.store import JobRecord, Store
+from . import render
+from .options import Abort
+
+SummaryOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--summary", help="markdown: once the job has ended, its metrics against a baseline, cost, duration, attempts "
+                      "and reclaims, appended to $GITHUB_STEP_SUMMARY when set (else printed to stderr)")]
+GateOption = Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+    "--gate", help=f"a metric's bound, e.g. \"val_loss<=0.30\" (repeatable); a succeeded job that misses one exits "
+                   f"{EXIT_GATE_FAILED}")]
+BaselineOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--baseline", help="the job id the summary compares with; default: the newest success of the same name on the "
+                       "default branch (CVMJOB_BASELINE_REF, else the repository's)")]
+
+
+@dataclass(frozen=True)
+class CiReport:
+    summary: bool = False
+    gates: list[Gate] = field(default_factory=list)
+    baseline: str | None = None
+
+    @classmethod
+    def of(cls, summary: str | None, gates: list[str] | None, baseline: str | None) -> CiReport:
+        """Checked before anything is submitted: a bad flag creates nothing."""
+        if summary not in (None, "markdown"):
+            raise Abort(f"--summary {summary}: the one format is markdown", EXIT_BAD_INPUT)
+        return cls(summary == "markdown", [parse_gate(g) for g in gates or []], baseline)
+
+    @property
+    def wanted(self) -> bool:
+        return self.summary or bool(self.gates) or self.baseline is not None
+
+
+def facts_of(store: Store, job: JobRecord, up_to_date: bool = False) -> RunFacts:
+    nodes_and_events = api.job_history(store, job)
+    view = api.agent_view(job)
+    metrics = view.result.metrics if view.result is not None else {}
+    facts = run_facts(job, nodes_and_events[1], metrics, time.time())
+    return facts.model_copy(update={"up_to_date": up_to_date})
+
+
+def _latest(job: JobRecord, ref: str) -> RunFacts | None:
+    try:
+        found = api.state_store(job).get_json(latest_key(job.name, ref))
+    except CloudError:
+        return None
+    return None if found is None else RunFacts.model_validate(found)
+
+
+def baseline_for(store: Store, job: JobRecord, named: str | None) -> RunFacts | None:
+    if named is not None:
+        return facts_of(store, api.find_job(store, named))
+    latest = _latest(job, default_branch(os.environ))
+    return None if latest is None or latest.job_id == job.job_id else latest
+
+
+def tell(report: CiReport, store: Store, job: JobRecord, up_to_date: bool = False) -> int | None:
+    """The summary written and the gates checked; EXIT_GATE_FAILED when the job succeeded and missed one."""
+    if not report.wanted:
+        return None
+    current = facts_of(store, job, up_to_date)
+    results = check(report.gates, current.metrics)
+    if report.summary:
+        text = markdown(current, baseline_for(store, job, report.baseline), results)
+        if append_step_summary(text, os.environ) is None:
+            render.err.print(text, markup=False)
+    missed = [r for r in results if not r.passed]
+    for result in missed:
+        render.err.print(f"gate {result.gate.expression}: {result.message}", markup=False)
+    return EXIT_GATE_FAILED if missed and current.state == "SUCCEEDED" else None
