@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..contract import RunFacts
 from ..lifecycle.machine import JobState
+from ..units import duration
 from .gate import GateResult
 
 # Names, not a declared objective, say which way a metric should move: "acc" covers accuracy. A name that matches
@@ -126,10 +127,4 @@ def _cost(cny: float | None) -> str:
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m {secs:02d}s"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+    return "unknown" if seconds is None else duration(seconds)

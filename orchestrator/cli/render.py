@@ -18,6 +18,7 @@ from ..lifecycle.machine import EXIT_CODES, JobState
 from ..lifecycle.observation import Observation
 from ..providers.tencent.vocabulary import ChargeType
 from ..state.store import Event, JobRecord, NodeRecord
+from ..units import duration
 
 # Lines are never wrapped (logs and CI read them); tables take the terminal's width, or 120 columns when piped.
 console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
@@ -28,13 +29,6 @@ def when(ts: float | None) -> str:
     if ts is None:
         return "-"
     return datetime.fromtimestamp(ts, timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
-def duration(seconds: float) -> str:
-    seconds = int(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def money(value: float | None) -> str:

@@ -45,7 +45,7 @@ def test_the_summary_against_a_baseline() -> None:
         "**Baseline:** job `j-old`, finished 2024-05-01 12:30 UTC on `main`.",
         "",
         "- **Cost:** 1.23 CNY (baseline 1.50 CNY)",
-        "- **Duration:** 4m 12s (baseline 5m 00s)",
+        "- **Duration:** 4m12s (baseline 5m00s)",
         "- **Attempts:** 2, **spot reclaims:** 1",
         "- **Job:** `j-new`",
     ])
@@ -63,7 +63,7 @@ def test_the_first_successful_run_has_no_baseline_and_says_so() -> None:
         "**No baseline:** the first successful run of quickstart on `refs/pull/7/merge`.",
         "",
         "- **Cost:** 1.23 CNY",
-        "- **Duration:** 4m 12s",
+        "- **Duration:** 4m12s",
         "- **Attempts:** 2, **spot reclaims:** 1",
         "- **Job:** `j-new`",
     ])
@@ -142,7 +142,7 @@ def test_passing_gates_keep_the_heading_green() -> None:
     assert markdown(facts(), None, gates).splitlines()[0] == "## ✅ quickstart: SUCCEEDED"
 
 
-@pytest.mark.parametrize(("seconds", "shown"), [(0.4, "0s"), (59.9, "59s"), (60, "1m 00s"), (3725, "1h 02m 05s")])
+@pytest.mark.parametrize(("seconds", "shown"), [(0.4, "0s"), (59.9, "59s"), (60, "1m00s"), (3725, "1h02m05s")])
 def test_durations_read_like_a_person_would_say_them(seconds: float, shown: str) -> None:
     assert f"- **Duration:** {shown}\n" in markdown(facts(duration_seconds=seconds), None, [])
 
