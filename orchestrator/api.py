@@ -154,6 +154,13 @@ def plan(
     )
     plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS), fallback)
     notes = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
+    if spec.cam_role is None and sdk.credential.get_credential_info()[2]:
+        # The agents' short-lived keys come from GetFederationToken, which STS refuses to temporary keys
+        # (FailedOperation.TempKeyNotAllowed): the job would be created, then fail at its launch. After the
+        # reads: keys the cloud refuses outright are its own error (exit 3).
+        raise PlanError([f"credentials: sts (the default) needs permanent keys to issue the instances' COS keys, and "
+                         f"this machine's are temporary ({target.credential_source}): bind a CAM role to the "
+                         "instances instead, credentials: role:<instance role> (README, CI retraining)"])
     primary = plan_.primary
     probe = compute.LaunchRequest(
         zone=primary.zone,

@@ -43,8 +43,8 @@ class Cli:
             TENCENTCLOUD_SECRET_ID=self.emulator.secret_id,
             TENCENTCLOUD_SECRET_KEY=self.emulator.secret_key,
             PYTHONUNBUFFERED="1",
-            **self.extra_env,
         )
+        env.update(self.extra_env)  # over the defaults: a test's own keys, say
         return env
 
     def argv(self, *args: str) -> list[str]:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from tencentcloud.cvm.v20170312 import cvm_client
+from tencentcloud.sts.v20180813 import models as sts_models
+from tencentcloud.sts.v20180813 import sts_client
 
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, QUICKSTART_DATA, REGION, REPO, Cli
@@ -112,3 +114,20 @@ def outlives_us_until_its_action_timer(cli: Cli, instance_id: str) -> None:
     (timer,) = call(cvm, "DescribeInstancesActionTimer", {"InstanceIds": [instance_id]}).ActionTimers
     cli.emulator.admin.advance(datetime.fromisoformat(timer.ActionTime).timestamp() - cli.emulator.admin.now() + 1)
     wait_until("the ActionTimer to terminate the instance", lambda: no_instance_left(cli), 60)
+
+
+def test_temporary_keys_with_the_default_sts_credentials_are_refused_at_plan(cli: Cli) -> None:
+    """GetFederationToken (the instances' short-lived COS keys) refuses temporary keys: a plan on them says to use
+    a CAM role for the instances, before anything is created, rather than a job that fails at its launch."""
+    sts = sts_client.StsClient(cred(cli.emulator), REGION, profile(cli.emulator))
+    request = sts_models.GetFederationTokenRequest()
+    policy = {"version": "2.0", "statement": [{"effect": "allow", "action": ["*"], "resource": ["*"]}]}
+    request._deserialize({"Name": "ci", "Policy": json.dumps(policy), "DurationSeconds": 1800})
+    keys = sts.GetFederationToken(request).Credentials
+    temporary = Cli(cli.emulator, cli.home, extra_env={"TENCENTCLOUD_SECRET_ID": keys.TmpSecretId,
+                                                       "TENCENTCLOUD_SECRET_KEY": keys.TmpSecretKey,
+                                                       "TENCENTCLOUD_SESSION_TOKEN": keys.Token})
+    refused = temporary.run("plan", str(QUICKSTART), timeout=120)
+    assert refused.returncode == 2 and "credentials: role:<instance role>" in refused.stderr, refused.stderr
+    with_role = temporary.run("plan", str(QUICKSTART), "--set", "credentials=role:cvmjob-instance", timeout=120)
+    assert with_role.returncode == 0, with_role.stderr

@@ -251,6 +251,10 @@ class TencentSdk:
     def presigned_get_url(self, bucket: str, key: str, expires_seconds: int) -> str:
         """A URL on the bucket's real domain (``<bucket>.cos.<region>.myqcloud.com``). On the emulator an
         instance reaches that host through the proxy the emulator hands it; over plain http there."""
-        client = CosS3Client(self._cos_config(self.credential.get_credential_info(), ip_mode=False), retry=0)
-        url: str = client.get_presigned_download_url(Bucket=bucket, Key=key, Expired=expires_seconds)
+        keys = self.credential.get_credential_info()
+        client = CosS3Client(self._cos_config(keys, ip_mode=False), retry=0)
+        # Signed with temporary keys (a web identity, a CVM role), COS wants their token in the URL too: the SDK
+        # leaves it out, and the instance's bootstrap got 403. Such a URL also lapses with those keys.
+        params = {"x-cos-security-token": keys[2]} if keys[2] else {}
+        url: str = client.get_presigned_download_url(Bucket=bucket, Key=key, Expired=expires_seconds, Params=params)
         return url

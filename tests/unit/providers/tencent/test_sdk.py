@@ -202,3 +202,12 @@ def test_an_expired_token_makes_refreshing_keys_fetch_their_successor(emulator: 
     assert len(fetched) == 1  # not before the next call
     assert job.get_bytes(f"{prefix}x") == b"x"
     assert len(fetched) == 2 and fetched[0] != fetched[1]
+
+
+def test_a_url_presigned_with_temporary_keys_carries_their_token() -> None:
+    """COS refuses (403) a URL signed with temporary keys without x-cos-security-token: the bootstrap of a job
+    launched on OIDC or CVM-role keys could not fetch its agent."""
+    temporary = TencentSdk(StaticCredential("AKIDtmp", "key", "the-token"), "ap-guangzhou", "127.0.0.1:9", "125")
+    assert "x-cos-security-token=the-token" in temporary.presigned_get_url("b-125", "k.json", 600)
+    permanent = TencentSdk(StaticCredential("AKIDperm", "key"), "ap-guangzhou", "127.0.0.1:9", "125")
+    assert "x-cos-security-token" not in permanent.presigned_get_url("b-125", "k.json", 600)

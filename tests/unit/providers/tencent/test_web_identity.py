@@ -3,12 +3,8 @@ SDK against the emulator, the refresh near expiry, and GitHub Actions' token req
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -17,7 +13,7 @@ from orchestrator.providers.tencent.credentials import find_user_credential
 from orchestrator.providers.tencent.errors import CredentialConfigError
 from orchestrator.providers.tencent.web_identity import WebIdentityConfig, from_environment
 from tests.emulator_process import EmulatorProcess
-from tests.oidc import PROVIDER_ID, Issuer, configure
+from tests.oidc import PROVIDER_ID, RUNNER_BEARER, Issuer, configure, github_token_endpoint
 
 REGION = "ap-guangzhou"
 ROLE_ARN = "qcs::cam::uin/100000000001:roleName/cvmjob-ci"
@@ -157,31 +153,8 @@ def test_a_refused_token_is_an_auth_error_with_stss_code(
 
 @pytest.fixture
 def github(issuer: Issuer, emulator: EmulatorProcess) -> Iterator[tuple[str, list[dict[str, str]]]]:
-    """GitHub's ID token endpoint: answers a token for the audience asked, to the runner's bearer token only."""
-    seen: list[dict[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
-            seen.append({"authorization": self.headers.get("Authorization", ""), **query})
-            if self.headers.get("Authorization") != "bearer runner-secret":
-                self.send_response(401)
-                self.end_headers()
-                return
-            body = json.dumps({"count": 1, "value": issuer.token(emulator.admin.now(), aud=query["audience"])})
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body.encode())
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/_apis/token?api-version=2.0", seen
-    server.shutdown()
-    server.server_close()
+    with github_token_endpoint(issuer, emulator.admin.now) as endpoint:
+        yield endpoint
 
 
 def test_github_actions_token_request(
@@ -190,11 +163,11 @@ def test_github_actions_token_request(
     url, seen = github
     role_arn = configure(emulator, issuer)
     env = {web_identity.ROLE_ARN: role_arn, web_identity.PROVIDER_ID: PROVIDER_ID, web_identity.GITHUB_URL: url,
-           web_identity.GITHUB_BEARER: "runner-secret"}
+           web_identity.GITHUB_BEARER: RUNNER_BEARER}
     config = from_environment(env)
     assert config is not None and config.describe() == f"web identity (GitHub OIDC) as role {role_arn}"
     assert balance(TencentSdk(config.credential(emulator.endpoint), REGION, emulator.endpoint)) == 10_000_000
-    assert seen == [{"authorization": "bearer runner-secret", "api-version": "2.0",
+    assert seen == [{"authorization": f"bearer {RUNNER_BEARER}", "api-version": "2.0",
                      "audience": "sts.tencentcloudapi.com"}]
     refused = from_environment({**env, web_identity.GITHUB_BEARER: "wrong"})
     assert refused is not None
