@@ -2,9 +2,9 @@
 
 A small index per target (``<data root>/.cvmjob-index/<target>.json``: source, and key -> size and ETag of what
 was downloaded) decides what to do: an object whose size and ETag match the index, with its file in place, is
-skipped; a new or changed object is downloaded (ranged, parallel, CRC-64 verified, atomic rename: see
-ObjectStore.download_file); a file whose object is gone is removed. Files the agent never put there are left
-alone. Objects are fetched several at a time, and bytes done/total feed the heartbeat.
+skipped; a new or changed object is downloaded (CRC-64 verified, atomic rename; a small one in one GET, a large one
+in parallel ranges: see ObjectStore.download_file); a file whose object is gone is removed. Files the agent never
+put there are left alone. Objects are fetched several at a time, and bytes done/total feed the heartbeat.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -116,6 +117,9 @@ class _Index:
             self._save()
 
     def _save(self) -> None:
+        # Small objects land without an fsync each: one sync of the disks first, so that the index names only
+        # files that are durable (a reboot must not find a torn file of the right size and trust it).
+        os.sync()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, json.dumps({"source": self.source, "objects": self.objects}).encode())
         self._saved_at = time.monotonic()
@@ -188,7 +192,7 @@ def _download_all(entry: DataEntry, objects: list[ObjectInfo], target: Path, sto
 
         def attempt() -> ObjectInfo:
             progress.reset()
-            return store.download_file(obj.key, target / rel, progress)
+            return store.download_file(obj.key, target / rel, progress, listed=obj)
 
         index.record(rel, retrying(f"download {obj.key}", attempt))
 

@@ -91,6 +91,19 @@ def test_unsatisfiable_range_is_416(cos: CosS3Client, bucket: str) -> None:
     assert (info.value.get_status_code(), info.value.get_error_code()) == (416, "InvalidRange")
 
 
+def test_if_match_gets_the_named_version_or_412(cos: CosS3Client, bucket: str) -> None:
+    etag = cos.put_object(Bucket=bucket, Key="v", Body=b"one")["ETag"]
+    assert cos.get_object(Bucket=bucket, Key="v", IfMatch=etag)["Body"].get_raw_stream().read() == b"one"
+    cos.put_object(Bucket=bucket, Key="v", Body=b"two")
+    for call in (cos.get_object, cos.head_object):
+        with pytest.raises(CosServiceError) as refused:
+            call(Bucket=bucket, Key="v", IfMatch=etag)
+        assert refused.value.get_status_code() == 412
+    with pytest.raises(CosServiceError) as refused:
+        cos.get_object(Bucket=bucket, Key="v", IfMatch=etag)
+    assert refused.value.get_error_code() == "PreconditionFailed"
+
+
 def test_response_header_overrides(cos: CosS3Client, bucket: str) -> None:
     cos.put_object(Bucket=bucket, Key="report.csv", Body=b"a,b\n", ContentType="text/csv")
     _, got = read(

@@ -74,6 +74,7 @@ async def put_object(call: Call) -> web.StreamResponse:
 async def get_object(call: Call) -> web.StreamResponse:
     call.bucket()
     obj = call.store.head(call.bucket_name, call.key)
+    _check_if_match(call, obj)
     span = wire.parse_range(call.request.headers.get("Range"), obj.size)
     first, last = span if span is not None else (0, obj.size - 1)
     headers = {**wire.base_headers(call.request_id), **_object_headers(obj)}
@@ -87,9 +88,18 @@ async def get_object(call: Call) -> web.StreamResponse:
         return await transfer.send(call.request, 206 if span is not None else 200, headers, pieces, call.fault)
 
 
+def _check_if_match(call: Call, obj: StoredObject) -> None:
+    """GET and HEAD Object's If-Match: the object only if its ETag is the one named, else 412 PreconditionFailed
+    (a reader of ranges, or of what a listing showed, never gets another version's bytes)."""
+    wanted = call.request.headers.get("If-Match")
+    if wanted is not None and wanted.strip() not in ("*", obj.etag):
+        raise CosError(412, "PreconditionFailed", "The object's ETag is not the one If-Match names.")
+
+
 async def head_object(call: Call) -> web.StreamResponse:
     call.bucket()
     obj = call.store.head(call.bucket_name, call.key)
+    _check_if_match(call, obj)
     return call.empty(headers={**_object_headers(obj), "Content-Length": str(obj.size)})
 
 

@@ -55,7 +55,8 @@ class MemoryStore:
     def upload_file(self, path: Path, key: str, progress: Progress | None = None) -> ObjectInfo:
         return self.put_bytes(key, path.read_bytes())
 
-    def download_file(self, key: str, dest: Path, progress: Progress | None = None) -> ObjectInfo:
+    def download_file(self, key: str, dest: Path, progress: Progress | None = None,
+                      listed: ObjectInfo | None = None) -> ObjectInfo:
         if key not in self.objects:
             raise errors.NotFoundError("NoSuchKey", key)
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -211,3 +211,21 @@ def test_a_url_presigned_with_temporary_keys_carries_their_token() -> None:
     assert "x-cos-security-token=the-token" in temporary.presigned_get_url("b-125", "k.json", 600)
     permanent = TencentSdk(StaticCredential("AKIDperm", "key"), "ap-guangzhou", "127.0.0.1:9", "125")
     assert "x-cos-security-token" not in permanent.presigned_get_url("b-125", "k.json", 600)
+
+
+def test_a_listed_small_object_comes_in_one_get_and_a_replaced_one_as_it_is_now(emulator: EmulatorProcess,
+                                                                                 tmp_path: Path) -> None:
+    sdk = TencentSdk(StaticCredential(emulator.secret_id, emulator.secret_key), "ap-guangzhou", emulator.endpoint,
+                     emulator.appid)
+    store = ObjectStore(sdk, f"small-{uuid.uuid4().hex[:6]}-{emulator.appid}")
+    store.create_bucket()
+    store.put_bytes("a.bin", b"first" * 1000)
+    (listed,) = store.iter_objects("a.bin")
+    counted: list[int] = []
+    info = store.download_file("a.bin", tmp_path / "a.bin", counted.append, listed=listed)
+    assert (tmp_path / "a.bin").read_bytes() == b"first" * 1000 and sum(counted) == 5000
+    assert (info.size, info.etag) == (5000, listed.etag) and info.crc64 is not None
+    store.put_bytes("a.bin", b"second")  # replaced after the listing: If-Match fails, the object as it is now
+    info = store.download_file("a.bin", tmp_path / "a.bin", listed=listed)
+    assert (tmp_path / "a.bin").read_bytes() == b"second" and info.size == 6
+    assert [p.name for p in tmp_path.iterdir()] == ["a.bin"]  # no part file left behind
