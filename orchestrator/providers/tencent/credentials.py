@@ -13,6 +13,7 @@ Keys are read when needed and never written anywhere by cvmjob.
 from __future__ import annotations
 
 import configparser
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ def find_user_credential(home: Path | None = None, *, endpoint: str | None = Non
         )
     web = web_identity.from_environment(env)
     if web is not None:
-        return FoundCredential(web.credential(endpoint), web.describe())
+        return FoundCredential(_web_credential(web, endpoint), web.describe())
     home = home or Path.home()
     profile = env.get("TENCENTCLOUD_PROFILE", "default")
     ini = home / ".tencentcloud" / "credentials"
@@ -80,6 +81,13 @@ def find_user_credential(home: Path | None = None, *, endpoint: str | None = Non
         if role is not None:
             return FoundCredential(role, "the CAM role of this CVM")
     return None
+
+
+@functools.cache
+def _web_credential(web: web_identity.WebIdentityConfig, endpoint: str | None) -> CredentialSource:
+    """One refreshing credential per configuration and cloud for the process: every connect() (each `logs -f`
+    poll, each status read) trading a new token with STS (20 calls/s for the account) and GitHub was waste."""
+    return web.credential(endpoint)
 
 
 def _on_tencent_cvm() -> bool:

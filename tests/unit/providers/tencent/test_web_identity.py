@@ -113,6 +113,10 @@ def test_the_chain_trades_a_token_file_for_the_roles_keys(
         sdk.call("cvm", "DescribeZones", {})
     assert err.value.code == "AuthFailure.UnauthorizedOperation"
     assert exchanges(emulator) == 1
+    again = find_user_credential(tmp_path, endpoint=emulator.endpoint)  # another connect() of the same process
+    assert again is not None and again.credential is found.credential
+    assert balance(TencentSdk(again.credential, REGION, emulator.endpoint)) == 10_000_000
+    assert exchanges(emulator) == 1  # the keys it has, not a new exchange
 
 
 def test_keys_are_traded_again_with_a_fresh_token_when_they_near_expiry(
