@@ -630,7 +630,10 @@ def fifty_jobs(w: World) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "tests.faults.many", str(FIFTY), str(JOB), "--set", "snapshot.enabled=false",
          "--set", training, *extra],
-        env=w.env(), capture_output=True, text=True, timeout=400, cwd=REPO, check=False,
+        # About 130 s alone on the 2-core machine; a CI run's PostgreSQL pass, with other scenarios beside it, went
+        # past 400 s. The bound is for a hang, not a speed goal (that is benchmarks/controller_scale.py's), and stays
+        # under pytest's 600 s so that the scenario's own report says what was left.
+        env=w.env(), capture_output=True, text=True, timeout=540, cwd=REPO, check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     states = json.loads(result.stdout.strip().splitlines()[-1])
