@@ -64,8 +64,10 @@ REMOTE_HOW = ("a job of another machine is found in the state bucket of CVMJOB_R
               "CVMJOB_STATE_BUCKET (default cvmjob-<APPID>), with this machine's keys")
 
 
-def state_bucket(spec: JobSpec, target: Target) -> str:
-    return spec.storage.bucket or f"cvmjob-{target.appid}"
+def state_bucket(spec: JobSpec | None, target: Target) -> str:
+    """The spec's ``storage.bucket``, else the account's default (also where a job of another machine is looked
+    for: ``spec`` None)."""
+    return (spec.storage.bucket if spec is not None else None) or f"cvmjob-{target.appid}"
 
 
 def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
@@ -277,7 +279,7 @@ def job_history(store: Store, job: JobRecord) -> tuple[list[NodeRecord], list[Ev
 
 def _remote_state() -> ObjectStore:
     target = resolve(os.environ.get("CVMJOB_REGION") or "ap-guangzhou")
-    return ObjectStore(connect(target), os.environ.get("CVMJOB_STATE_BUCKET") or f"cvmjob-{target.appid}")
+    return ObjectStore(connect(target), os.environ.get("CVMJOB_STATE_BUCKET") or state_bucket(None, target))
 
 
 def _remote_where() -> str:

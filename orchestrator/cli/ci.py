@@ -51,11 +51,11 @@ class CiReport:
         return self.summary or bool(self.gates) or self.baseline is not None
 
 
-def facts_of(store: Store, job: JobRecord, up_to_date: bool = False) -> RunFacts:
-    nodes_and_events = api.job_history(store, job)
-    view = api.agent_view(job)
+def facts_of(store: Store, job: JobRecord, view: api.AgentView | None = None, up_to_date: bool = False) -> RunFacts:
+    """``view``: what the agents said, when the caller has read it already (the end of a run has)."""
+    view = view or api.agent_view(job)
     metrics = view.result.metrics if view.result is not None else {}
-    facts = run_facts(job, nodes_and_events[1], metrics, time.time())
+    facts = run_facts(job, api.job_history(store, job)[1], metrics, time.time())
     return facts.model_copy(update={"up_to_date": up_to_date})
 
 
@@ -74,11 +74,12 @@ def baseline_for(store: Store, job: JobRecord, named: str | None) -> RunFacts | 
     return None if latest is None or latest.job_id == job.job_id else latest
 
 
-def tell(report: CiReport, store: Store, job: JobRecord, up_to_date: bool = False) -> int | None:
+def tell(report: CiReport, store: Store, job: JobRecord, view: api.AgentView | None = None,
+         up_to_date: bool = False) -> int | None:
     """The summary written and the gates checked; EXIT_GATE_FAILED when the job succeeded and missed one."""
     if not report.wanted:
         return None
-    current = facts_of(store, job, up_to_date)
+    current = facts_of(store, job, view, up_to_date)
     results = check(report.gates, current.metrics)
     if report.summary:
         text = markdown(current, baseline_for(store, job, report.baseline), results)

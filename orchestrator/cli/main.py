@@ -184,7 +184,7 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
 
 def _finish(store: Store, job: Any, output: str, ci: CiReport | None = None) -> None:
     view = api.agent_view(job)
-    gated = tell(ci, store, job) if ci is not None else None
+    gated = tell(ci, store, job, view) if ci is not None else None
     api.release_embedded(store)  # after reading the agents' last words from it
     events = store.events(job.job_id)
     if output == "json":
