@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +110,6 @@ class Sweeper:
     me: str = ""
     started_at: float = 0.0
     _bound: NextTrial | None = None
-    _seen_steps: dict[int, int] = field(default_factory=dict)  # trial number -> the last step reported to Optuna
     _told_settling: bool = False
 
     # -- the loop ------------------------------------------------------------------------------------------
@@ -308,16 +307,14 @@ class Sweeper:
         if len(self.spec.objectives) > 1:
             return
         metric = self.spec.objectives[0].metric
-        seen = self._seen_steps.get(trial.number, -1)
         new = [(step, value) for step, value in _reported(_status(job), metric)
-               if step > seen and step not in trial.intermediate_values]
+               if step not in trial.intermediate_values]  # the trial as read at this step: what Optuna has
         if not new:
             return
         live = Trial(self.study, trial._trial_id)
         for step, value in new:
             live.report(value, step)
         step, value = new[-1]
-        self._seen_steps[trial.number] = step
         if live.should_prune():
             api.cancel(self.store, job, self.now, checkpoint=False)
             self._finish(trial._trial_id, trial.number, TrialState.PRUNED, Ending.CANCELLED,
