@@ -6,6 +6,7 @@ FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY orchestrator ./orchestrator
+COPY crc64ecma ./crc64ecma
 RUN pip install --no-cache-dir --upgrade "pip==25.3" \
     && pip wheel --no-cache-dir --wheel-dir /wheels .
 

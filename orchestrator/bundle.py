@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pathspec
 
+import crc64ecma
+
 from . import __version__
 
 _ALWAYS_EXCLUDED = {".git", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".venv"}
@@ -99,28 +101,26 @@ class Wheel:
 
 @functools.cache
 def agent_wheel() -> Wheel:
-    """A pure-Python wheel of this installation's ``orchestrator`` package (minus the emulator and the CLI).
-    Built once a process: a controller stages every job with the same wheel (building it for each took a quarter
-    of a busy controller's CPU)."""
+    """A pure-Python wheel of this installation's packages: ``orchestrator`` (minus the emulator and the CLI) and
+    ``crc64ecma``, the checksum arithmetic it shares with the emulator. Built once a process: a controller stages
+    every job with the same wheel (building it for each took a quarter of a busy controller's CPU)."""
     data = _agent_wheel_bytes()
     return Wheel(f"cvmjob-{__version__}-py3-none-any.whl", data, hashlib.sha256(data).hexdigest())
 
 
 def _agent_wheel_bytes() -> bytes:
-    package_root = Path(__file__).resolve().parent
     dist_info = f"cvmjob-{__version__}.dist-info"
     records: list[str] = []
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as whl:
-        for path in sorted(package_root.rglob("*")):
-            rel = path.relative_to(package_root)
-            if not path.is_file() or rel.parts[0] in _NOT_IN_AGENT_WHEEL:
-                continue
-            if "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo"):
-                continue
-            data = path.read_bytes()
-            arcname = f"orchestrator/{rel.as_posix()}"
-            _write(whl, arcname, data, records)
+        for package_root in (Path(__file__).resolve().parent, Path(crc64ecma.__file__).resolve().parent):
+            for path in sorted(package_root.rglob("*")):
+                rel = path.relative_to(package_root)
+                if not path.is_file() or rel.parts[0] in _NOT_IN_AGENT_WHEEL:
+                    continue
+                if "__pycache__" in rel.parts or path.suffix in (".pyc", ".pyo"):
+                    continue
+                _write(whl, f"{package_root.name}/{rel.as_posix()}", path.read_bytes(), records)
         metadata = f"Metadata-Version: 2.1\nName: cvmjob\nVersion: {__version__}\n".encode()
         wheel = b"Wheel-Version: 1.0\nGenerator: cvmjob\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
         _write(whl, f"{dist_info}/METADATA", metadata, records)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.contract import CheckpointEntry, Manifest
 from orchestrator.providers.tencent.errors import CloudError
-from orchestrator.providers.tencent.storage import ObjectStore, file_crc64
+from orchestrator.providers.tencent.storage import ObjectStore
 
 from .manifest import MANIFEST, LocalCheckpoint, scan, with_entry, would_be_dropped
 from .retry import retrying
@@ -118,9 +118,11 @@ class CheckpointUploader:
 
         def send(item: tuple[str, Path]) -> tuple[str, int, int]:
             rel, path = item
-            retrying(f"upload {checkpoint.name}/{rel}",
-                     lambda: self.store.upload_file(path, f"{self.prefix}{checkpoint.name}/{rel}"))
-            return rel, file_crc64(path), path.stat().st_size
+            # The upload verified the file against COS's CRC-64 and returns it: the file is read once.
+            info = retrying(f"upload {checkpoint.name}/{rel}",
+                            lambda: self.store.upload_file(path, f"{self.prefix}{checkpoint.name}/{rel}"))
+            assert info.crc64 is not None, "upload_file returns the CRC-64 it verified"
+            return rel, info.crc64, info.size
 
         with ThreadPoolExecutor(max_workers=_PARALLEL_FILES, thread_name_prefix="ckpt") as pool:
             sent = list(pool.map(send, files.items()))

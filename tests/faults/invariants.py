@@ -29,10 +29,10 @@ from typing import Any, TypeVar
 from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
 from tencentcloud.cvm.v20170312 import models as cvm_models
 
+from crc64ecma import update as crc64
 from orchestrator.contract import JobLayout
 from orchestrator.controller.drive import drive
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
-from orchestrator.providers.tencent.storage import crc64
 from tests.faults.harness import InstanceSampler, World
 
 T = TypeVar("T")

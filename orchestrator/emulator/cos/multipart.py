@@ -12,8 +12,10 @@ import itertools
 
 from aiohttp import web
 
+import crc64ecma
+
 from ..errors import CosError
-from . import crc64, wire
+from . import wire
 from .call import Call
 from .listing import paginate
 from .objects import receive_body, stored_headers
@@ -86,7 +88,7 @@ async def complete(call: Call) -> web.StreamResponse:
     digest = hashlib.md5(b"".join(bytes.fromhex(p.etag.strip('"')) for p in parts)).hexdigest()
     crc = 0
     for part in parts:
-        crc = crc64.combine(crc, part.crc64, part.size)
+        crc = crc64ecma.combine(crc, part.crc64, part.size)
     obj = StoredObject(
         key=call.key,
         size=sum(p.size for p in parts),

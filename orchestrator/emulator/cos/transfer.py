@@ -20,9 +20,10 @@ from typing import BinaryIO
 
 from aiohttp import web
 
+import crc64ecma
+
 from ..connection import reset_connection
 from ..runtime.faults import CosFault
-from . import crc64
 from .storage import Body
 
 CHUNK = 1 << 20
@@ -51,7 +52,7 @@ class _Sink:
             if self.file.closed:  # abandoned while this chunk waited for a worker
                 return
             self.md5.update(data)
-            self.crc = crc64.update(data, self.crc)
+            self.crc = crc64ecma.update(data, self.crc)
             self.file.write(data)
             self.size += len(data)
 

@@ -15,6 +15,7 @@ import threading
 from types import ModuleType
 from typing import Any, TypeVar
 
+import requests
 import urllib3
 from qcloud_cos import CosConfig, CosS3Client
 from qcloud_cos.cos_exception import CosClientError, CosServiceError
@@ -153,6 +154,20 @@ def read_body(stream: Any, size: int) -> bytes:
     return data
 
 
+# Keep-alive connections to COS per TencentSdk. The SDK's own pool (one per process, sized by the first client's
+# CosConfig: 10) is smaller than an agent's transfers in flight (8 objects at a time, each in up to 4 ranges, plus
+# checkpoint uploads): past it, every request beyond the tenth opened a new connection and threw it away.
+COS_CONNECTIONS = 64
+
+
+def _http_session(connections: int) -> requests.Session:
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=connections)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
 class TencentSdk:
     """Clients for one account, region and endpoint."""
 
@@ -164,6 +179,7 @@ class TencentSdk:
         appid: str | None = None,
         timeout: float = 30.0,
         budget: ApiBudget | None = None,
+        connections: int = COS_CONNECTIONS,
     ) -> None:
         self.credential = credential
         self.region = region
@@ -174,6 +190,7 @@ class TencentSdk:
         self._clients: dict[str, Any] = {}
         self._cos: tuple[tuple[str, str, str | None], CosS3Client] | None = None
         self._cos_lock = threading.Lock()
+        self._cos_http = _http_session(connections)
 
     def _client(self, service: str) -> Any:
         if service not in self._clients:
@@ -217,7 +234,7 @@ class TencentSdk:
         keys = self.credential.get_credential_info()
         with self._cos_lock:
             if self._cos is None or self._cos[0] != keys:
-                self._cos = (keys, CosS3Client(self._cos_config(keys, ip_mode=True), retry=0))
+                self._cos = (keys, CosS3Client(self._cos_config(keys, ip_mode=True), retry=0, session=self._cos_http))
             return self._cos[1]
 
     def _cos_config(self, keys: tuple[str, str, str | None], ip_mode: bool) -> CosConfig:

@@ -8,6 +8,7 @@ a reader never sees a partial file under the final name.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import threading
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fastcrc
+import crc64ecma
 
 from . import errors
 from ._sdk import TencentSdk, read_body
@@ -27,16 +28,20 @@ MiB = 1024 * 1024
 Progress = Callable[[int], None]
 
 
-def crc64(data: bytes, previous: int | None = None) -> int:
-    return int(fastcrc.crc64.xz(data) if previous is None else fastcrc.crc64.xz(data, previous))
-
-
 def file_crc64(path: Path, chunk: int = 8 * MiB) -> int:
-    value: int | None = None
+    value = 0
     with path.open("rb") as f:
         while block := f.read(chunk):
-            value = crc64(block, value)
-    return value if value is not None else crc64(b"")
+            value = crc64ecma.update(block, value)
+    return value
+
+
+def _joined(pieces: list[tuple[int, int]]) -> int:
+    """The CRC of consecutive pieces, each given as (its CRC, its length)."""
+    value = 0
+    for crc, length in pieces:
+        value = crc64ecma.combine(value, crc, length)
+    return value
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,9 @@ class ObjectStore:
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> ObjectInfo:
         headers = self.sdk.cos_call("put_object", Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         info = _info_from_headers(key, {**headers, "Content-Length": len(data)})
-        _verify(key, info.crc64, crc64(data))
-        return info
+        local = crc64ecma.update(data)
+        _verify(key, info.crc64, local)
+        return dataclasses.replace(info, crc64=local)
 
     def put_json(self, key: str, value: Any) -> ObjectInfo:
         return self.put_bytes(key, json.dumps(value, sort_keys=True).encode(), "application/json")
@@ -110,7 +116,7 @@ class ObjectStore:
             return None
         data = _read_all(resp["Body"].get_raw_stream())
         expected = resp.get("x-cos-hash-crc64ecma")
-        _verify(key, int(expected) if expected else None, crc64(data))
+        _verify(key, int(expected) if expected else None, crc64ecma.update(data))
         return data
 
     def get_json(self, key: str) -> Any:
@@ -146,6 +152,9 @@ class ObjectStore:
 
     # -- files -----------------------------------------------------------------------------------------
     def upload_file(self, path: Path, key: str, progress: Progress | None = None) -> ObjectInfo:
+        """``path`` to ``key``, verified: the returned info's ``crc64`` is the file's, checked against what COS
+        computed. A large file goes as parallel parts read from disk as they are sent (memory: ``threads`` parts),
+        each part's CRC taken on the way, so the file is read once; COS shows the object only once complete."""
         size = path.stat().st_size
         if size <= self.part_size:
             data = path.read_bytes()
@@ -156,7 +165,7 @@ class ObjectStore:
         upload_id = self.sdk.cos_call("create_multipart_upload", Bucket=self.bucket, Key=key)["UploadId"]
         offsets = list(range(0, size, self.part_size))
 
-        def send(index: int) -> dict[str, Any]:
+        def send(index: int) -> tuple[dict[str, Any], tuple[int, int]]:
             with path.open("rb") as f:
                 f.seek(offsets[index])
                 body = f.read(self.part_size)
@@ -165,11 +174,12 @@ class ObjectStore:
             )
             if progress:
                 progress(len(body))
-            return {"PartNumber": index + 1, "ETag": headers["ETag"]}
+            return {"PartNumber": index + 1, "ETag": headers["ETag"]}, (crc64ecma.update(body), len(body))
 
         try:
             with ThreadPoolExecutor(max_workers=self.threads) as pool:
-                parts = list(pool.map(send, range(len(offsets))))
+                sent = list(pool.map(send, range(len(offsets))))
+            parts = [part for part, _ in sent]
             result = self.sdk.cos_call(
                 "complete_multipart_upload",
                 Bucket=self.bucket,
@@ -183,15 +193,17 @@ class ObjectStore:
                 self.sdk.cos_call("abort_multipart_upload", Bucket=self.bucket, Key=key, UploadId=upload_id)
             raise
         remote = result.get("x-cos-hash-crc64ecma") or (self.head(key) or ObjectInfo(key, 0, "")).crc64
-        _verify(key, int(remote) if remote is not None else None, file_crc64(path))
-        return ObjectInfo(key, size, str(result.get("ETag", "")).strip('"'), int(remote) if remote else None)
+        local = _joined([piece for _, piece in sent])
+        _verify(key, int(remote) if remote is not None else None, local)
+        return ObjectInfo(key, size, str(result.get("ETag", "")).strip('"'), local)
 
     def download_file(self, key: str, dest: Path, progress: Progress | None = None,
                       listed: ObjectInfo | None = None) -> ObjectInfo:
         """Fetch ``key`` into ``dest``; the file appears only once complete and verified. ``listed``: the object as
         a listing showed it (size, ETag): one that fits in a part then costs one GET and no more, the file durable
         by the caller's sync (a data sync of many small objects spent most of its time on a HEAD, a thread pool,
-        an fsync and a second read per object); any other is fetched in parallel ranges and fsynced."""
+        an fsync and a second read per object); any other is fetched in parallel ranges, each checksummed as it
+        streams in and the CRCs combined (no second read of the file), and fsynced."""
         if listed is not None and listed.size <= self.part_size:
             try:
                 return self._download_whole(listed, dest, progress)
@@ -209,7 +221,7 @@ class ObjectStore:
         try:
             ranges = [(o, min(o + self.part_size, info.size) - 1) for o in range(0, info.size, self.part_size)]
 
-            def fetch(span: tuple[int, int]) -> None:
+            def fetch(span: tuple[int, int]) -> tuple[int, int]:
                 start, end = span
                 resp = self.sdk.cos_call(
                     "get_object",
@@ -219,9 +231,10 @@ class ObjectStore:
                     IfMatch=f'"{info.etag}"',
                 )
                 stream = resp["Body"].get_raw_stream()
-                offset = start
+                offset, value = start, 0
                 while chunk := read_body(stream, MiB):
                     os.pwrite(fd, chunk, offset)
+                    value = crc64ecma.update(chunk, value)
                     offset += len(chunk)
                     if progress:
                         with lock:
@@ -230,9 +243,10 @@ class ObjectStore:
                     raise errors.TransientError(
                         "IncompleteBody", f"cos://{self.bucket}/{key} bytes {start}-{end}: got {offset - start}"
                     )
+                return value, offset - start
 
             with ThreadPoolExecutor(max_workers=self.threads) as pool:
-                list(pool.map(fetch, ranges))
+                pieces = list(pool.map(fetch, ranges))
             os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -240,7 +254,7 @@ class ObjectStore:
             raise
         os.close(fd)
         try:
-            _verify(key, info.crc64, file_crc64(tmp))
+            _verify(key, info.crc64, _joined(pieces))
         except ChecksumMismatch:
             tmp.unlink(missing_ok=True)
             raise
@@ -256,11 +270,11 @@ class ObjectStore:
         try:
             resp = self.sdk.cos_call("get_object", Bucket=self.bucket, Key=key, IfMatch=f'"{listed.etag}"')
             info = _info_from_headers(key, resp)
-            stream, value, written = resp["Body"].get_raw_stream(), crc64(b""), 0
+            stream, value, written = resp["Body"].get_raw_stream(), 0, 0
             with tmp.open("wb") as f:
                 while chunk := read_body(stream, MiB):
                     f.write(chunk)
-                    value = crc64(chunk, value)
+                    value = crc64ecma.update(chunk, value)
                     written += len(chunk)
                     if progress:
                         progress(len(chunk))

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from crc64ecma import update as crc64
 from orchestrator.providers.tencent import errors
-from orchestrator.providers.tencent.storage import ObjectInfo, Progress, crc64
+from orchestrator.providers.tencent.storage import ObjectInfo, Progress
 
 
 class MemoryStore:

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from crc64ecma import update as crc64
 from orchestrator.agent.restore import restore_latest
 from orchestrator.agent.status import StatusBoard
 from orchestrator.agent.uploader import CheckpointUploader
 from orchestrator.contract import Manifest
-from orchestrator.providers.tencent.storage import ChecksumMismatch, crc64
+from orchestrator.providers.tencent.storage import ChecksumMismatch
 from tests.unit.agent.fakes import MemoryStore
 
 PREFIX = "cvmjob/j/checkpoints/"

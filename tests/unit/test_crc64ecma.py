@@ -1,4 +1,5 @@
-"""The CRC-64 combination that gives multipart objects their x-cos-hash-crc64ecma without rereading the data."""
+"""The CRC-64 COS reports, and its combination: multipart objects get their x-cos-hash-crc64ecma, and ranged
+downloads are verified, without reading the data again."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import crcmod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.emulator.cos import crc64
+import crc64ecma as crc64
 
 # Exactly the function the SDK's download_file(EnableCRC=True) checks x-cos-hash-crc64ecma with
 # (qcloud_cos/resumable_downloader.py; client-recipes §3.5).

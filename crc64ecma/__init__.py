@@ -1,9 +1,12 @@
 """CRC-64/ECMA-182 as COS reports it in ``x-cos-hash-crc64ecma`` (decimal), for whole objects, multipart ones too.
 
+A package of its own because both sides of the wire need the same arithmetic and neither may import the other:
+the emulator (the cloud) combines a multipart object's CRC from its parts, the client (providers/tencent) combines
+the CRCs of the ranges it fetched in parallel, so a download is verified without reading the file again.
+
 COS's "crc64ecma" is the reflected CRC-64 that crcmod and xz compute (poly 0x42F0E1EBA9EA3693, init and xorout
 all ones; shared/reference/client-recipes.md §3.5): fastcrc's ``crc64.xz`` matches it bit for bit and continues
-from a previous value. A multipart object's CRC is combined from its parts' CRCs (zlib's crc32_combine, in 64
-bits), so completing an upload never reads the data again.
+from a previous value. ``combine`` is zlib's crc32_combine in 64 bits.
 """
 
 from __future__ import annotations
