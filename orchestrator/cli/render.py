@@ -16,6 +16,7 @@ from ..contract import Fingerprint, FingerprintEntry, Location
 from ..fingerprint import digest
 from ..lifecycle.machine import EXIT_CODES, JobState
 from ..lifecycle.observation import Observation
+from ..plan import sizing
 from ..providers.tencent.vocabulary import ChargeType
 from ..state.store import Event, JobRecord, NodeRecord
 from ..units import duration
@@ -45,7 +46,26 @@ def plan_json(report: PlanReport) -> dict[str, Any]:
         "name": report.spec.name,
         "target": report.target.describe(),
         "plan": report.plan.model_dump(mode="json"),
+        "sizing": plan_sizing(report),
         "notes": report.notes,
+    }
+
+
+def plan_sizing(report: PlanReport) -> dict[str, Any]:
+    """The chosen type: what each of its GPUs must hold (instance.need.model; None without), what it has, and the
+    DataLoader workers its vCPUs afford each process."""
+    primary = report.plan.primary
+    memory = report.plan.gpu_memory
+    processes = sizing.processes_per_node(report.spec.train, primary.gpus)
+    return {
+        "instance_type": primary.instance_type,
+        "gpu_memory_gib": primary.gpu_memory_gib,
+        "vram_estimate_gib": None if memory is None else round(memory.vram_estimate_gib, 3),
+        "headroom": None if memory is None else memory.headroom,
+        "required_gib": None if memory is None else round(memory.required_gib, 3),
+        "vcpus": primary.cpus,
+        "processes": processes,
+        "num_workers": sizing.num_workers(primary.cpus, processes),
     }
 
 
@@ -54,7 +74,7 @@ def show_plan(report: PlanReport) -> None:
     console.print(f"[bold]{report.spec.name}[/] on {report.target.describe()}")
     console.print(f"image {plan.image_id} ({plan.image_name}), {plan.nnodes} node(s), state bucket {plan.state_bucket}")
     table = Table(title="placements, in the order they will be tried", title_justify="left")
-    for column in ("#", "zone", "instance type", "billing", "GPUs", "stock", "CNY/h", "on-demand CNY/h"):
+    for column in ("#", "zone", "instance type", "billing", "GPUs", "GiB/GPU", "stock", "CNY/h", "on-demand CNY/h"):
         table.add_column(column)
     for i, p in enumerate(plan.candidates, 1):
         table.add_row(
@@ -63,6 +83,7 @@ def show_plan(report: PlanReport) -> None:
             p.instance_type,
             p.billing,
             f"{p.gpus:g}",
+            "-" if p.gpu_memory_gib is None else str(p.gpu_memory_gib),
             p.stock,
             money(p.price_per_hour),
             money(p.on_demand_price_per_hour),
@@ -78,8 +99,26 @@ def show_plan(report: PlanReport) -> None:
         saved = 100 * (1 - plan.estimated_cost / plan.on_demand_cost)
         line += f" (on-demand {money(plan.on_demand_cost)}: {saved:.0f}% saved)"
     console.print(line)
+    _show_sizing(report)
     for note in [*plan.warnings, *report.notes]:
         console.print(f"note: {note}")
+
+
+def _show_sizing(report: PlanReport) -> None:
+    """The arithmetic behind the GPU's memory (with instance.need.model) and the DataLoader workers."""
+    shown = plan_sizing(report)
+    need = report.spec.instance.need
+    memory = report.plan.gpu_memory
+    if memory is not None and need is not None and need.model is not None:
+        console.print("GPU memory from instance.need.model (GiB = 2^30 bytes):")
+        for term in sizing.terms(need.model):
+            product = " × ".join(f"{factor:,}" for factor in term.factors)
+            console.print(f"  {term.name:<17} {product} × {term.bytes_each} B = {term.bytes / sizing.GIB:.2f} GiB")
+        console.print(f"  estimate {memory.vram_estimate_gib:.2f} GiB + {memory.headroom:.0%} headroom = "
+                      f"{memory.required_gib:.2f} GiB per GPU; {shown['instance_type']} has "
+                      f"{shown['gpu_memory_gib']} GiB per GPU")
+    console.print(f"DataLoader num_workers: {shown['num_workers']} per process (⅔ of {shown['instance_type']}'s "
+                  f"{shown['vcpus']} vCPUs / {shown['processes']} process(es) per node)")
 
 
 # -- status --------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..providers.tencent.vocabulary import ChargeType
+from .sizing import MemoryEstimate
 
 
 class Placement(BaseModel):
@@ -17,6 +18,8 @@ class Placement(BaseModel):
     on_demand_price_per_hour: float | None = None
     gpus: float = 0
     stock: str = ""
+    gpu_memory_gib: int | None = None  # each GPU's (a vGPU slice's share); None: not a known GPU type
+    cpus: int = 0  # vCPUs
 
     @property
     def billing(self) -> str:
@@ -51,6 +54,7 @@ class Plan(BaseModel):
     on_demand_cost: float | None = None  # the same on demand: what spot saves
     state_bucket: str = ""
     warnings: list[str] = Field(default_factory=list)
+    gpu_memory: MemoryEstimate | None = None  # what each GPU must hold, from instance.need.model
 
     @property
     def primary(self) -> Placement:

@@ -1,20 +1,42 @@
-"""make_plan(spec, facts) -> Plan: pure. Chooses instance types (a named type, or the smallest whole-GPU types
-meeting a GPU need), zones in the spec's order, the charge type for the billing mode, and orders the
-placements the recovery policy will walk through. Whatever cannot work is an error naming the field and the
-nearest valid value; nothing here talks to the cloud.
+"""make_plan(spec, facts) -> Plan: pure. Chooses instance types (a named type, or the types with the fewest GPUs
+meeting a GPU need, each GPU holding the model's memory estimate when the need has one: sizing.py), zones in the
+spec's order, the charge type for the billing mode, and orders the placements the recovery policy will walk
+through: the planner's own choice cheapest first, then the types the spec names, in its order. Whatever cannot
+work is an error naming the field and the nearest valid value; nothing here talks to the cloud.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..errors import CvmjobError
 from ..providers.tencent.compute import Offering
 from ..providers.tencent.vocabulary import ChargeType, StockStatus
-from ..spec.gpus import GPU_MEMORY_GIB, is_vgpu_type, types_with
+from ..spec.gpus import (
+    GPU_MEMORY_GIB,
+    GPU_MODELS,
+    GPU_TYPES,
+    VGPU_TYPES,
+    GpuType,
+    gpu_counts,
+    gpu_memory_of,
+    is_vgpu_type,
+)
 from ..spec.models import JobSpec
 from ..spec.suggest import did_you_mean
 from .models import Placement, Plan, Rejected
+from .sizing import (
+    GIB,
+    MemoryEstimate,
+    checkpointed,
+    checkpointed_layers,
+    estimate,
+    fewest_gpus,
+    largest_batch,
+    sharded,
+    with_batch,
+)
 
 
 class PlanError(CvmjobError, ValueError):
@@ -47,7 +69,10 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
     demand, not an error."""
     problems: list[str] = []
     zones = _zones(spec, facts, problems)
-    types = _instance_types(spec, facts, problems)
+    need = spec.instance.need
+    memory = None if need is None or need.model is None else estimate(need.model)
+    chosen, named = _instance_types(spec, facts, memory, problems)
+    types = [*chosen, *named]
     if problems:
         raise PlanError(problems)
     charge = ChargeType.for_billing(spec.billing.mode)
@@ -59,6 +84,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
     # Spot and reserved jobs may continue on demand (recovery policy, pool policy): those placements follow.
     charges = [charge] + ([ChargeType.ON_DEMAND] if charge != ChargeType.ON_DEMAND else [])
     for charge_type in charges:
+        placements: list[Placement] = []
         for instance_type in types:
             for zone in zones:
                 offer = next(
@@ -76,7 +102,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
                     )
                     continue
                 assert offer is not None
-                candidates.append(
+                placements.append(
                     Placement(
                         zone=zone,
                         instance_type=instance_type,
@@ -85,8 +111,12 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
                         on_demand_price_per_hour=on_demand_price.get((zone, instance_type)),
                         gpus=offer.gpu_count,
                         stock=offer.stock,
+                        gpu_memory_gib=gpu_memory_of(instance_type),
+                        cpus=offer.cpu,
                     )
                 )
+        candidates += _cheapest_first([p for p in placements if p.instance_type in chosen], zones)
+        candidates += [p for p in placements if p.instance_type not in chosen]
     warnings = []
     if not any(c.charge_type == charge for c in candidates):
         tried = "; ".join(f"{r.instance_type} in {r.zone}: {r.reason}" for r in rejected if r.charge_type == charge)
@@ -121,7 +151,15 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
         on_demand_cost=_cost(primary.on_demand_price_per_hour, nnodes, hours),
         state_bucket=facts.state_bucket,
         warnings=warnings,
+        gpu_memory=memory,
     )
+
+
+def _cheapest_first(placements: list[Placement], zones: list[str]) -> list[Placement]:
+    """By live price, unpriced last; equal prices in the zones' order, then by type name: the same plan every
+    time."""
+    return sorted(placements, key=lambda p: (p.price_per_hour is None, p.price_per_hour or 0.0,
+                                             zones.index(p.zone), p.instance_type))
 
 
 def _cost(price: float | None, nodes: int, hours: float) -> float | None:
@@ -143,31 +181,16 @@ def _offered_types(facts: Facts) -> list[str]:
     return sorted({o.instance_type for o in facts.offerings})
 
 
-def _instance_types(spec: JobSpec, facts: Facts, problems: list[str]) -> list[str]:
+def _instance_types(
+    spec: JobSpec, facts: Facts, memory: MemoryEstimate | None, problems: list[str]
+) -> tuple[list[str], list[str]]:
+    """(the types the planner chooses for a need, the types the spec names): the first are tried cheapest first,
+    the second in the spec's order."""
     offered = _offered_types(facts)
-    wanted: list[str] = []
-    if spec.instance.type is not None:
-        wanted.append(spec.instance.type)
-    else:
-        need = spec.instance.need
-        assert need is not None
-        min_memory = need.min_gpu_memory_gib or 0
-        fitting = [
-            t.name
-            for t in sorted(types_with(need.gpu), key=lambda t: (t.gpus, t.name))
-            if t.gpus >= need.count and GPU_MEMORY_GIB[need.gpu] >= min_memory and t.name in offered
-        ]
-        if not fitting:
-            problems.append(
-                f"instance.need: no offered instance type has {need.count} whole {need.gpu} GPU(s)"
-                + (f" with {min_memory} GiB each" if min_memory else "")
-                + f" in {spec.region}. lower instance.need.count or choose another gpu"
-            )
-            return []
-        smallest = min(t.gpus for t in types_with(need.gpu) if t.name in fitting)
-        wanted.extend(n for n in fitting if next(t.gpus for t in types_with(need.gpu) if t.name == n) == smallest)
+    chosen = [] if spec.instance.need is None else _need_types(spec, memory, offered, problems)
+    named: list[str] = [] if spec.instance.type is None else [spec.instance.type]
     for index, alternative in enumerate(spec.instance.alternatives):
-        if alternative in wanted:
+        if alternative in chosen or alternative in named:
             continue
         if is_vgpu_type(alternative) and not spec.instance.allow_vgpu:
             problems.append(
@@ -175,12 +198,110 @@ def _instance_types(spec: JobSpec, facts: Facts, problems: list[str]) -> list[st
                 "instance.allow_vgpu: true"
             )
             continue
-        wanted.append(alternative)
+        held = gpu_memory_of(alternative)
+        if memory is not None and held is not None and not memory.fits(held):
+            problems.append(
+                f"instance.alternatives.{index}: {alternative} has {held} GiB per GPU and the model needs "
+                f"{_needs(memory)}. remove it or name a type with more memory per GPU"
+            )
+            continue
+        named.append(alternative)
     for field_name, name in _named_types(spec):
         if name not in offered:
             hint = did_you_mean(name, offered) or f"offered types include {', '.join(offered[:8])}"
             problems.append(f"{field_name}: {name} is not an instance type offered in {spec.region}. {hint}")
-    return wanted
+    return chosen, named
+
+
+def _need_types(spec: JobSpec, memory: MemoryEstimate | None, offered: list[str], problems: list[str]) -> list[str]:
+    """The offered types with the fewest GPUs (at least ``need.count``) of the need's GPU, or of any GPU whose
+    memory holds the model's estimate; vGPU slices too for a single GPU sized from the model, when allowed."""
+    need = spec.instance.need
+    assert need is not None
+    gpus = GPU_MODELS if need.gpu is None else (need.gpu,)
+    kinds = [t for t in GPU_TYPES if t.gpu in gpus and t.gpus >= need.count]
+    if memory is not None and spec.instance.allow_vgpu and need.count == 1:
+        kinds += [t for t in VGPU_TYPES if t.gpu in gpus]
+    min_memory = need.min_gpu_memory_gib or 0
+    holding = [t for t in kinds if t.memory_gib >= min_memory and (memory is None or memory.fits(t.memory_gib))]
+    if memory is not None and not holding:
+        problems.append(_does_not_fit(spec, memory, kinds))
+        return []
+    fitting = [t for t in holding if t.name in offered]
+    if not fitting:
+        what = f"whole {need.gpu} GPU(s)" if need.gpu else "GPU(s)"
+        each = max(min_memory, math.ceil(memory.required_gib)) if memory is not None else min_memory
+        problems.append(
+            f"instance.need: no offered instance type has {need.count} {what}"
+            + (f" with {each} GiB each" if each else "")
+            + f" in {spec.region}. lower instance.need.count" + (" or choose another gpu" if need.gpu else "")
+        )
+        return []
+    fewest = min(t.gpus for t in fitting)
+    return sorted(t.name for t in fitting if t.gpus == fewest)
+
+
+def _needs(memory: MemoryEstimate) -> str:
+    return (f"{memory.required_gib:.2f} GiB per GPU ({memory.vram_estimate_gib:.2f} GiB estimate + "
+            f"{memory.headroom:.0%} headroom)")
+
+
+def _does_not_fit(spec: JobSpec, memory: MemoryEstimate, kinds: list[GpuType]) -> str:
+    """One GPU cannot hold the model: say so, and what would fit on the largest GPU the need allows."""
+    need = spec.instance.need
+    assert need is not None
+    largest = max(kinds, key=lambda t: t.memory_gib)
+    if need.gpu is None:
+        head = (f"instance.need.model: needs {_needs(memory)}, more than any GPU has "
+                f"({largest.gpu}: {largest.memory_gib} GiB)")
+    else:
+        holders = ", ".join(f"{gpu} ({size} GiB)" for gpu, size in sorted(GPU_MEMORY_GIB.items(), key=lambda g: g[1])
+                            if memory.fits(size))
+        head = (f"instance.need.gpu: each {need.gpu} has {largest.memory_gib} GiB and the model needs "
+                f"{_needs(memory)}" + (f". choose {holders}, or leave gpu unset" if holders else ""))
+    return f"{head}. what would fit on one {largest.gpu}: {_what_would_fit(spec, memory, largest)}"
+
+
+def _what_would_fit(spec: JobSpec, memory: MemoryEstimate, gpu: GpuType) -> str:
+    """Each way alone that makes the estimate fit ``gpu``, with its numbers."""
+    need = spec.instance.need
+    assert need is not None and need.model is not None
+    model = need.model
+    in_script = []  # the planner sizes whole copies (DDP): these are the training script's to do
+    shards = fewest_gpus(memory, gpu.memory_gib)
+    if shards is not None:
+        in_script.append(f"the optimizer state sharded over {shards} GPUs (ZeRO-1, e.g. ZeroRedundancyOptimizer): "
+                         f"{sharded(memory, shards).required_gib:.2f} GiB each, {_layout(spec, gpu, shards)}")
+    kept = checkpointed(memory, model)
+    if kept.fits(gpu.memory_gib):
+        in_script.append(f"activation checkpointing (the activations of {checkpointed_layers(model.layers)} of "
+                         f"{model.layers} layers kept): {kept.required_gib:.2f} GiB")
+    batch = largest_batch(memory, model, gpu.memory_gib)
+    in_spec = [] if batch is None else [
+        f"model.batch_size: {batch} with {model.batch_size // batch} steps of gradient accumulation (the same "
+        f"effective batch, {model.batch_size}): {with_batch(memory, model, batch).required_gib:.2f} GiB"]
+    if not in_script and not in_spec:
+        everything = fewest_gpus(memory, gpu.memory_gib, everything=True)
+        if everything is None:
+            return (f"nothing alone: a batch of {model.batch_size} has {memory.activations_bytes / GIB:.2f} GiB of "
+                    "activations. combine a smaller batch, activation checkpointing and sharding (FSDP), or train "
+                    "a smaller model")
+        in_script.append(f"weights, gradients and optimizer state sharded over {everything} GPUs (ZeRO-3, FSDP): "
+                         f"{sharded(memory, everything, everything=True).required_gib:.2f} GiB each, "
+                         f"{_layout(spec, gpu, everything)}")
+    tail = " (sharding and checkpointing are the script's; with them, size the GPUs with instance.need.gpu and " \
+           "count, without model)" if in_script else ""
+    return "; ".join([*in_spec, *in_script]) + tail
+
+
+def _layout(spec: JobSpec, gpu: GpuType, gpus: int) -> str:
+    """How a job gets ``gpus`` GPUs of ``gpu``: GPUs per node on its nodes, or more nodes."""
+    nodes = spec.train.nnodes
+    per_node = next((count for count in gpu_counts(gpu.gpu) if count * nodes >= gpus), None)
+    if per_node is not None:
+        return f"e.g. instance.need.count: {per_node}" + (f" on {nodes} nodes" if nodes > 1 else "")
+    most = gpu_counts(gpu.gpu)[-1]
+    return f"e.g. instance.need.count: {most} on train.nnodes: {math.ceil(gpus / most)}"
 
 
 def _named_types(spec: JobSpec) -> list[tuple[str, str]]:

@@ -11,27 +11,60 @@ from orchestrator.spec.fields import ImageId, ImageName, InstanceTypeName, JobNa
 from orchestrator.spec.gpus import GPU_MEMORY_GIB, GpuModel, gpu_counts, is_vgpu_type, vgpu_advice
 
 
-class GpuNeed(SpecModel):
-    """GPUs per node; the planner picks the cheapest instance type that has them in the chosen zones."""
+class ModelSize(SpecModel):
+    """The model to train, for sizing each GPU's memory: parameters x bytes per parameter (weights, gradients,
+    optimizer state) + batch_size x seq_len x hidden_dim x layers x bytes per activation, plus headroom
+    (docs/spec.md, "Sizing from the model")."""
 
-    gpu: GpuModel = Field(examples=["T4"])
-    """GPU model."""
+    params: StrictInt = Field(ge=1, examples=[110_000_000])
+    """Parameters, e.g. 110_000_000 (BERT-base)."""
+    batch_size: StrictInt = Field(ge=1, examples=[32])
+    """Samples per GPU per step: each process's batch (a step's micro-batch under gradient accumulation)."""
+    seq_len: StrictInt = Field(ge=1, examples=[512])
+    """Positions per sample: tokens for a sequence model, 1 for a model without a sequence."""
+    hidden_dim: StrictInt = Field(ge=1, examples=[768])
+    """Width of each layer's output (values per position)."""
+    layers: StrictInt = Field(ge=1, examples=[12])
+    """Layers (transformer blocks)."""
+    precision: Literal["fp32", "amp"] = "fp32"
+    """fp32: 4-byte weights, gradients and activations. amp (torch.autocast): fp32 weights plus the fp16 copies
+    autocast makes of them (6 bytes per parameter), fp32 gradients (4), fp16 activations (2)."""
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    """adam and adamw keep two fp32 moments (8 bytes per parameter), sgd its momentum buffer (4)."""
+    headroom: StrictFloat = Field(0.15, ge=0, le=1)
+    """Added to the estimate for the allocator's fragmentation and cuDNN workspaces: 0.15 is 15 %."""
+
+
+class GpuNeed(SpecModel):
+    """GPUs per node: a GPU model, or the model to train (``model``) for the planner to size the GPU from. The
+    planner picks the cheapest placement that has them in the chosen zones."""
+
+    gpu: GpuModel | None = Field(None, examples=["T4"])
+    """GPU model. Optional with ``model``: unset, any GPU whose memory holds the model; set, this GPU only."""
     count: StrictInt = Field(1, ge=1, le=8)
-    """Whole GPUs per node."""
+    """Whole GPUs per node (with ``model`` and allow_vgpu, a count of 1 may also be a vGPU slice)."""
     min_gpu_memory_gib: StrictInt | None = Field(None, ge=1)
     """Memory each GPU must have, in GiB (optional)."""
+    model: ModelSize | None = None
+    """The model to train: each GPU must hold its memory estimate plus headroom (every GPU holds a whole copy,
+    as under DDP)."""
 
     @model_validator(mode="after")
     def _offered(self) -> GpuNeed:
+        if self.gpu is None and self.model is None:
+            raise field_problem("gpu", "set a GPU model (e.g. gpu: T4), or model for the planner to size the GPU "
+                                       "from (e.g. model: {params: 110000000, batch_size: 32, seq_len: 512, "
+                                       "hidden_dim: 768, layers: 12})")
         counts = gpu_counts(self.gpu)
         if self.count not in counts:
-            choices = ", ".join(map(str, counts))
-            raise field_problem("count", f"no instance type has {self.count} x {self.gpu}. use one of {choices}")
-        memory = GPU_MEMORY_GIB[self.gpu]
+            what = f"{self.count} GPUs" if self.gpu is None else f"{self.count} x {self.gpu}"
+            raise field_problem("count", f"no instance type has {what}. use one of {', '.join(map(str, counts))}")
+        memory = max(GPU_MEMORY_GIB.values()) if self.gpu is None else GPU_MEMORY_GIB[self.gpu]
         if self.min_gpu_memory_gib is not None and self.min_gpu_memory_gib > memory:
             bigger = ", ".join(f"{g} ({m} GiB)" for g, m in GPU_MEMORY_GIB.items() if m >= self.min_gpu_memory_gib)
             hint = f"choose {bigger}" if bigger else f"no GPU here has more than {max(GPU_MEMORY_GIB.values())} GiB"
-            raise field_problem("min_gpu_memory_gib", f"each {self.gpu} has {memory} GiB. {hint}")
+            each = "" if self.gpu is None else f"each {self.gpu} has {memory} GiB. "
+            raise field_problem("min_gpu_memory_gib", each + hint)
         return self
 
 
@@ -45,7 +78,8 @@ class InstanceSpec(SpecModel):
     alternatives: tuple[InstanceTypeName, ...] = Field((), examples=[["GN7.5XLARGE80"]])
     """Other types the recovery policy may fall back to when the first choice has no capacity, in order."""
     allow_vgpu: StrictBool = False
-    """Accept a vGPU type (a slice of a GPU, e.g. GN7.2XLARGE40 is half a T4). Off: such types are rejected."""
+    """Accept a vGPU type (a slice of a GPU, e.g. GN7.2XLARGE40 is half a T4), named or, for a need of one GPU
+    with a model, chosen when the slice's memory holds the model. Off: such types are rejected."""
 
     @model_validator(mode="after")
     def _one_choice_no_vgpu_trap(self) -> InstanceSpec:

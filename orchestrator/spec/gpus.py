@@ -17,15 +17,16 @@ GPU_MEMORY_GIB: dict[GpuModel, int] = {"T4": 16, "V100": 32, "A100": 40, "A10": 
 
 @dataclass(frozen=True)
 class GpuType:
-    """An instance type with whole GPUs, usable for CUDA training."""
+    """An instance type usable for CUDA training: whole GPUs (GPU_TYPES), or one slice of a GPU (VGPU_TYPES)."""
 
     name: str
     gpu: GpuModel
-    gpus: int
+    gpus: int  # CUDA devices: a vGPU slice is one
+    memory_gib: int  # each device's
 
 
 def _family(family: str, gpu: GpuModel, sizes: dict[str, int]) -> tuple[GpuType, ...]:
-    return tuple(GpuType(f"{family}.{size}", gpu, count) for size, count in sizes.items())
+    return tuple(GpuType(f"{family}.{size}", gpu, count, GPU_MEMORY_GIB[gpu]) for size, count in sizes.items())
 
 
 GPU_TYPES: tuple[GpuType, ...] = (
@@ -57,6 +58,9 @@ _VGPU_SLICES = {s.name: s for s in (VgpuSlice("GN7.LARGE20", "T4", "a quarter of
 # GN7vw (every size) is a rendering vGPU (vDWS): graphics APIs, not for training.
 _RENDERING_FAMILY = "GN7vw"
 
+# The slices as training types, for a job that allows vGPUs and sizes its GPU by memory (instance.need.model).
+VGPU_TYPES: tuple[GpuType, ...] = tuple(GpuType(s.name, s.gpu, 1, s.memory_gib) for s in _VGPU_SLICES.values())
+
 
 def is_vgpu_type(name: str) -> bool:
     """Whether ``name`` is a known vGPU type (GN7.LARGE20, GN7.2XLARGE40, GN7vw.*)."""
@@ -82,6 +86,11 @@ def types_with(gpu: GpuModel) -> tuple[GpuType, ...]:
     return tuple(t for t in GPU_TYPES if t.gpu == gpu)
 
 
-def gpu_counts(gpu: GpuModel) -> tuple[int, ...]:
-    """The GPU counts one instance of ``gpu`` can have, ascending."""
-    return tuple(sorted({t.gpus for t in types_with(gpu)}))
+def gpu_counts(gpu: GpuModel | None = None) -> tuple[int, ...]:
+    """The GPU counts one instance of ``gpu`` (None: of any GPU) can have, ascending."""
+    return tuple(sorted({t.gpus for t in GPU_TYPES if gpu is None or t.gpu == gpu}))
+
+
+def gpu_memory_of(name: str) -> int | None:
+    """GiB of each GPU of the training type ``name`` (a vGPU slice's share); None for any other type."""
+    return next((t.memory_gib for t in (*GPU_TYPES, *VGPU_TYPES) if t.name == name), None)

@@ -6,23 +6,28 @@ from typing import Any
 
 import pytest
 
+from orchestrator.plan.models import Plan
 from orchestrator.plan.planner import Facts, PlanError, PublicImage, make_plan
 from orchestrator.providers.tencent.compute import Offering
 from orchestrator.spec import JobSpec
 
 ZONES = ["ap-guangzhou-3", "ap-guangzhou-4"]
-PRICES = {"GN7.2XLARGE32": 8.69, "GN7.2XLARGE40": 4.66, "GN7.10XLARGE160": 22.12, "GT4.4XLARGE96": 34.5}
-GPUS = {"GN7.2XLARGE32": 1.0, "GN7.2XLARGE40": 0.5, "GN7.10XLARGE160": 2.0, "GT4.4XLARGE96": 1.0}
+PRICES = {"GN7.2XLARGE32": 8.69, "GN7.2XLARGE40": 4.66, "GN7.5XLARGE80": 13.3, "GN7.10XLARGE160": 22.12,
+          "GT4.4XLARGE96": 34.5}
+GPUS = {"GN7.2XLARGE32": 1.0, "GN7.2XLARGE40": 0.5, "GN7.5XLARGE80": 1.0, "GN7.10XLARGE160": 2.0,
+        "GT4.4XLARGE96": 1.0}
+CPUS = {"GN7.2XLARGE32": 8, "GN7.2XLARGE40": 10, "GN7.5XLARGE80": 20, "GN7.10XLARGE160": 40, "GT4.4XLARGE96": 16}
 
 
-def offering(zone: str, instance_type: str, charge: str, stock: str = "EnoughStock") -> Offering:
-    price = PRICES[instance_type] * (0.2 if charge == "SPOTPAID" else 1)
+def offering(zone: str, instance_type: str, charge: str, stock: str = "EnoughStock",
+             price: float | None = None) -> Offering:
+    price = (PRICES[instance_type] if price is None else price) * (0.2 if charge == "SPOTPAID" else 1)
     return Offering(
         zone=zone,
         instance_type=instance_type,
         charge_type=charge,
         family=instance_type.split(".", maxsplit=1)[0],
-        cpu=8,
+        cpu=CPUS[instance_type],
         memory_gib=32,
         gpu_count=GPUS[instance_type],
         on_sale=stock != "WithoutStock",
@@ -31,9 +36,11 @@ def offering(zone: str, instance_type: str, charge: str, stock: str = "EnoughSto
     )
 
 
-def facts(*sold_out: tuple[str, str, str]) -> Facts:
+def facts(*sold_out: tuple[str, str, str], prices: dict[tuple[str, str], float] | None = None) -> Facts:
+    """Every type in every zone, on demand and spot (a fifth of the price); ``prices``: (zone, type) -> on-demand
+    price where it differs from PRICES."""
     rows = [
-        offering(z, t, c, "WithoutStock" if (z, t, c) in sold_out else "EnoughStock")
+        offering(z, t, c, "WithoutStock" if (z, t, c) in sold_out else "EnoughStock", (prices or {}).get((z, t)))
         for z in ZONES
         for t in PRICES
         for c in ("POSTPAID_BY_HOUR", "SPOTPAID")
@@ -81,11 +88,161 @@ def test_spot_plan_puts_on_demand_fallbacks_after_spot_and_shows_the_savings() -
     assert plan.estimated_cost < plan.on_demand_cost
 
 
-def test_a_gpu_need_resolves_to_the_smallest_whole_gpu_type_never_a_vgpu() -> None:
-    plan = make_plan(spec(instance={"need": {"gpu": "T4", "count": 1}}), facts())
-    assert {p.instance_type for p in plan.candidates} == {"GN7.2XLARGE32"}
+def test_a_gpu_need_resolves_to_the_types_with_the_fewest_whole_gpus_never_a_vgpu() -> None:
+    plan = make_plan(spec(instance={"need": {"gpu": "T4", "count": 1}, "allow_vgpu": True}), facts())
+    assert {p.instance_type for p in plan.candidates} == {"GN7.2XLARGE32", "GN7.5XLARGE80"}
     plan = make_plan(spec(instance={"need": {"gpu": "T4", "count": 2}}), facts())
     assert {p.instance_type for p in plan.candidates} == {"GN7.10XLARGE160"}
+
+
+def placements(plan: Plan) -> list[tuple[str, str, float | None]]:
+    return [(p.instance_type, p.zone, p.price_per_hour) for p in plan.candidates]
+
+
+def test_a_need_tries_the_cheapest_placement_first_not_the_first_name() -> None:
+    # GN7.5XLARGE80 sorts after GN7.2XLARGE32 by name; in ap-guangzhou-4 it is the cheapest T4 today.
+    cheap = facts(prices={("ap-guangzhou-4", "GN7.5XLARGE80"): 8.0, ("ap-guangzhou-3", "GN7.2XLARGE32"): 9.0})
+    plan = make_plan(spec(instance={"need": {"gpu": "T4"}}), cheap)
+    assert placements(plan) == [
+        ("GN7.5XLARGE80", "ap-guangzhou-4", 8.0),
+        ("GN7.2XLARGE32", "ap-guangzhou-4", 8.69),
+        ("GN7.2XLARGE32", "ap-guangzhou-3", 9.0),
+        ("GN7.5XLARGE80", "ap-guangzhou-3", 13.3),
+    ]
+    assert plan.primary.gpu_memory_gib == 16 and plan.primary.cpus == 20
+
+
+def test_equal_prices_follow_the_zones_order_then_the_type_name() -> None:
+    same = facts(prices={(z, "GN7.5XLARGE80"): 8.69 for z in ZONES})
+    plan = make_plan(spec(instance={"need": {"gpu": "T4"}}, zones=["ap-guangzhou-4", "ap-guangzhou-3"]), same)
+    assert placements(plan) == [
+        ("GN7.2XLARGE32", "ap-guangzhou-4", 8.69),
+        ("GN7.5XLARGE80", "ap-guangzhou-4", 8.69),
+        ("GN7.2XLARGE32", "ap-guangzhou-3", 8.69),
+        ("GN7.5XLARGE80", "ap-guangzhou-3", 8.69),
+    ]
+
+
+def test_spot_placements_are_ordered_by_the_spot_price_then_the_on_demand_fallbacks() -> None:
+    cheap = facts(prices={("ap-guangzhou-4", "GN7.2XLARGE32"): 5.0})
+    plan = make_plan(spec(instance={"need": {"gpu": "T4"}}, billing={"mode": "spot"}), cheap)
+    assert [(p.instance_type, p.zone, p.charge_type) for p in plan.candidates[:2]] == [
+        ("GN7.2XLARGE32", "ap-guangzhou-4", "SPOTPAID"),
+        ("GN7.2XLARGE32", "ap-guangzhou-3", "SPOTPAID"),
+    ]
+    on_demand = [p.price_per_hour for p in plan.candidates if p.charge_type == "POSTPAID_BY_HOUR"]
+    assert on_demand == sorted(on_demand) and len(on_demand) == 4
+
+
+def test_the_types_the_spec_names_follow_in_its_order_whatever_they_cost() -> None:
+    plan = make_plan(spec(instance={"need": {"gpu": "T4"}, "alternatives": ["GT4.4XLARGE96", "GN7.2XLARGE40"],
+                                    "allow_vgpu": True}), facts())
+    assert [p.instance_type for p in plan.candidates] == [
+        "GN7.2XLARGE32", "GN7.2XLARGE32", "GN7.5XLARGE80", "GN7.5XLARGE80",
+        "GT4.4XLARGE96", "GT4.4XLARGE96", "GN7.2XLARGE40", "GN7.2XLARGE40",
+    ]
+
+
+BERT = {"params": 110_000_000, "batch_size": 32, "seq_len": 512, "hidden_dim": 768, "layers": 12}
+BIG_BATCH = {**BERT, "batch_size": 768}  # 15.14 GiB, 17.41 GiB with headroom: more than a T4's 16
+# 16 B x 2 B parameters + 6 GiB of activations: 41.17 GiB with headroom, more than an A100's 40 GiB.
+LARGE = {"params": 2_000_000_000, "batch_size": 16, "seq_len": 2048, "hidden_dim": 2048, "layers": 24}
+
+
+def model_need(model: dict[str, Any], **need: Any) -> dict[str, Any]:
+    return {"need": {"model": model, **need}}
+
+
+def test_a_model_takes_the_cheapest_gpu_that_holds_it() -> None:
+    plan = make_plan(spec(instance=model_need(BERT)), facts())  # 2.53 GiB: any GPU
+    assert placements(plan)[0] == ("GN7.2XLARGE32", "ap-guangzhou-3", 8.69)
+    assert plan.gpu_memory is not None and round(plan.gpu_memory.required_gib, 2) == 2.53
+    # 13.5 GiB of activations: 15.14 GiB estimate, 17.41 GiB with headroom, more than a T4: the A100.
+    plan = make_plan(spec(instance=model_need(BIG_BATCH)), facts())
+    assert {p.instance_type for p in plan.candidates} == {"GT4.4XLARGE96"}
+    assert plan.primary.gpu_memory_gib == 40
+
+
+def test_a_model_takes_a_vgpu_slice_only_when_allowed() -> None:
+    plan = make_plan(spec(instance=model_need(BERT)), facts())
+    assert not any(p.instance_type == "GN7.2XLARGE40" for p in plan.candidates)
+    plan = make_plan(spec(instance={**model_need(BERT), "allow_vgpu": True}), facts())
+    assert placements(plan)[0] == ("GN7.2XLARGE40", "ap-guangzhou-3", 4.66)
+    assert plan.primary.gpu_memory_gib == 8  # half a T4
+    # 8.35 GiB with headroom: more than the half T4's 8 GiB, so the whole T4 even with vGPUs allowed.
+    plan = make_plan(spec(instance={**model_need({**BERT, "batch_size": 320}), "allow_vgpu": True}), facts())
+    assert plan.primary.instance_type == "GN7.2XLARGE32"
+    # A slice is one GPU: never for two.
+    plan = make_plan(spec(instance={**model_need(BERT, count=2), "allow_vgpu": True}), facts())
+    assert {p.instance_type for p in plan.candidates} == {"GN7.10XLARGE160"}
+
+
+def test_a_named_gpu_that_cannot_hold_the_model_is_one_line_naming_those_that_can() -> None:
+    with pytest.raises(PlanError) as err:
+        make_plan(spec(instance=model_need(BIG_BATCH, gpu="T4")), facts())
+    (problem,) = err.value.problems
+    assert problem == (
+        "instance.need.gpu: each T4 has 16 GiB and the model needs 17.41 GiB per GPU (15.14 GiB estimate + 15% "
+        "headroom). choose A10 (24 GiB), V100 (32 GiB), A100 (40 GiB), or leave gpu unset. what would fit on one "
+        "T4: model.batch_size: 384 with 2 steps of gradient accumulation (the same effective batch, 768): 9.65 GiB; "
+        # 0.82 GiB of weights and gradients and 13.5 GiB of activations leave no room for any share of Adam's state
+        "activation checkpointing (the activations of 7 of 12 layers kept): 10.94 GiB "
+        "(sharding and checkpointing are the script's; with them, size the GPUs with instance.need.gpu and count, "
+        "without model)"
+    )
+
+
+def test_nothing_fits_one_gpu_names_what_would_with_numbers() -> None:
+    with pytest.raises(PlanError) as err:
+        make_plan(spec(instance=model_need(LARGE)), facts())
+    (problem,) = err.value.problems
+    assert problem == (
+        "instance.need.model: needs 41.17 GiB per GPU (35.80 GiB estimate + 15% headroom), more than any GPU has "
+        "(A100: 40 GiB). what would fit on one A100: "
+        "model.batch_size: 8 with 2 steps of gradient accumulation (the same effective batch, 16): 37.72 GiB; "
+        "the optimizer state sharded over 2 GPUs (ZeRO-1, e.g. ZeroRedundancyOptimizer): 32.60 GiB each, "
+        "e.g. instance.need.count: 2; "
+        "activation checkpointing (the activations of 10 of 24 layers kept): 37.15 GiB "
+        "(sharding and checkpointing are the script's; with them, size the GPUs with instance.need.gpu and count, "
+        "without model)"
+    )
+
+
+@pytest.mark.parametrize(("nnodes", "layout"), [
+    (1, "e.g. instance.need.count: 8 on train.nnodes: 2"),  # 9 GPUs: more than one node has
+    (2, "e.g. instance.need.count: 8 on 2 nodes"),
+    (3, "e.g. instance.need.count: 4 on 3 nodes"),
+])
+def test_when_no_one_remedy_fits_it_shards_everything_over_enough_gpus(nnodes: int, layout: str) -> None:
+    # 20 B parameters: 320 GB of weights, gradients and Adam state (298.02 GiB); 1.5 GiB of activations at batch 1.
+    huge = {"params": 20_000_000_000, "batch_size": 1, "seq_len": 2048, "hidden_dim": 4096, "layers": 48}
+    with pytest.raises(PlanError) as err:
+        make_plan(spec(instance=model_need(huge), train={"command": "python train.py", "nnodes": nnodes}), facts())
+    (problem,) = err.value.problems
+    _, advice = problem.split("what would fit on one A100: ")
+    # (320 GB / 9 + 1.5 GiB) x 1.15 = 39.81 GiB; 8 shares would be 44.57 GiB.
+    assert advice.startswith("weights, gradients and optimizer state sharded over 9 GPUs (ZeRO-3, FSDP): 39.81 GiB "
+                             f"each, {layout} (sharding")
+
+
+def test_when_even_sharding_everything_cannot_fit_it_says_to_combine() -> None:
+    # 8 x 32768 x 4096 x 48 x 4 B = 192 GiB of activations: more than an A100 before any parameter.
+    long = {"params": 1_000_000_000, "batch_size": 8, "seq_len": 32768, "hidden_dim": 4096, "layers": 48}
+    with pytest.raises(PlanError) as err:
+        make_plan(spec(instance=model_need(long)), facts())
+    (problem,) = err.value.problems
+    assert problem.endswith("what would fit on one A100: nothing alone: a batch of 8 has 192.00 GiB of activations. "
+                            "combine a smaller batch, activation checkpointing and sharding (FSDP), or train a "
+                            "smaller model")
+
+
+def test_an_alternative_that_cannot_hold_the_model_is_an_error() -> None:
+    instance = {**model_need(BIG_BATCH), "alternatives": ["GN7.5XLARGE80"]}
+    with pytest.raises(PlanError) as err:
+        make_plan(spec(instance=instance), facts())
+    assert err.value.problems == ["instance.alternatives.0: GN7.5XLARGE80 has 16 GiB per GPU and the model needs "
+                                  "17.41 GiB per GPU (15.14 GiB estimate + 15% headroom). remove it or name a type "
+                                  "with more memory per GPU"]
 
 
 def test_unknown_type_and_zone_name_the_field_and_the_nearest_value() -> None:

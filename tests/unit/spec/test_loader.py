@@ -38,6 +38,17 @@ def test_gpu_need_instead_of_type(write_spec: Callable[[str], Path]) -> None:
     assert spec.instance.need is not None and spec.instance.need.count == 8
 
 
+BERT = "{params: 110_000_000, batch_size: 32, seq_len: 512, hidden_dim: 768, layers: 12}"
+
+
+def test_a_model_needs_no_gpu_model_and_gets_the_documented_defaults(write_spec: Callable[[str], Path]) -> None:
+    spec = load_spec(write_spec(MINIMAL_SPEC), ["instance.type=", f"instance.need={{model: {BERT}}}"])
+    need = spec.instance.need
+    assert need is not None and need.gpu is None and need.count == 1 and need.model is not None
+    assert (need.model.params, need.model.precision, need.model.optimizer, need.model.headroom) == \
+        (110_000_000, "fp32", "adam", 0.15)
+
+
 def test_vgpu_allowed_when_asked(write_spec: Callable[[str], Path]) -> None:
     spec = load_spec(write_spec(MINIMAL_SPEC), ["instance.type=GN7.2XLARGE40", "instance.allow_vgpu=true"])
     assert spec.instance.type == "GN7.2XLARGE40"
@@ -67,6 +78,20 @@ ERROR_CASES = [
      "instance.need.min_gpu_memory_gib: each A10 has 24 GiB. choose V100 (32 GiB), A100 (40 GiB)"),
     (["instance.type=", "instance.need={gpu: H100}"],
      "instance.need.gpu: 'H100' is not one of 'T4', 'V100', 'A100', 'A10'. did you mean 'V100'?"),
+    (["instance.type=", "instance.need={count: 2}"],
+     "instance.need.gpu: set a GPU model (e.g. gpu: T4), or model for the planner to size the GPU from"),
+    (["instance.type=", f"instance.need={{count: 3, model: {BERT}}}"],
+     "instance.need.count: no instance type has 3 GPUs. use one of 1, 2, 4, 8"),
+    (["instance.type=", f"instance.need={{min_gpu_memory_gib: 48, model: {BERT}}}"],
+     "instance.need.min_gpu_memory_gib: no GPU here has more than 40 GiB"),
+    (["instance.type=", f"instance.need={{model: {BERT}}}", "instance.need.model.precision=fp16"],
+     "instance.need.model.precision: 'fp16' is not one of 'fp32', 'amp'"),
+    (["instance.type=", f"instance.need={{model: {BERT}}}", "instance.need.model.optimizer=adamm"],
+     "instance.need.model.optimizer: 'adamm' is not one of 'adam', 'adamw', 'sgd'. did you mean 'adam'?"),
+    (["instance.type=", f"instance.need={{model: {BERT}}}", "instance.need.model.headroom=1.5"],
+     "instance.need.model.headroom: 1.5 is out of range. allowed: 0..1"),
+    (["instance.type=", "instance.need={model: {params: 110000000, batch_size: 32, seq_len: 512, layers: 12}}"],
+     "instance.need.model.hidden_dim: required field is missing. e.g. hidden_dim: 768"),
     (["data.0.source=s3://datasets/mnist/"],
      "data.0.source: 's3://datasets/mnist/' uses s3://, but only COS is supported. "
      "expected cos://<name>-<appid>/<prefix>, e.g. cos://datasets-1250000000/mnist/"),
