@@ -4,7 +4,8 @@ A small index per target (``<data root>/.cvmjob-index/<target>.json``: source, a
 was downloaded) decides what to do: an object whose size and ETag match the index, with its file in place, is
 skipped; a new or changed object is downloaded (CRC-64 verified, atomic rename; a small one in one GET, a large one
 in parallel ranges: see ObjectStore.download_file); a file whose object is gone is removed. Files the agent never
-put there are left alone. Objects are fetched several at a time, and bytes done/total feed the heartbeat.
+put there are left alone. Objects are fetched several at a time, and bytes done/total feed the heartbeat. The
+index is saved beside the downloads and names a file only once the disks have it (see _Index).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 INDEX_DIR = ".cvmjob-index"
 FREE_SPACE_MARGIN = 1 << 30  # keep a GiB free beyond the data itself
 _PARALLEL_OBJECTS = 8
-_SAVE_INDEX_SECONDS = 5.0
+_SAVE_INDEX_SECONDS = 5.0  # what a crash mid-sync can cost: downloads since the last save
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,9 @@ def plan(prefix: str, listing: list[ObjectInfo], index: dict[str, dict[str, obje
 
 
 class _Index:
-    """One target's index, saved now and then while downloads complete, and at the end."""
+    """One target's index. It names a file only once the file is durable: a save takes what was recorded, then
+    syncs the disks (one os.sync for all the files since the last save: a reboot must not find a torn file of the
+    right size and trust it), then writes. Saves run beside the downloads, never in their way."""
 
     def __init__(self, path: Path, source: str) -> None:
         self.path = path
@@ -99,30 +101,24 @@ class _Index:
         doc = json.loads(path.read_text()) if path.exists() else {}
         # An index made for another source says nothing about this one.
         self.objects: dict[str, dict[str, object]] = doc.get("objects", {}) if doc.get("source") == source else {}
-        self._lock = threading.Lock()
-        self._saved_at = time.monotonic()
+        self._lock = threading.Lock()  # the downloads' records
+        self._saving = threading.Lock()  # one save at a time, so an older snapshot never lands after a newer one
 
     def record(self, rel: str, obj: ObjectInfo) -> None:
         with self._lock:
             self.objects[rel] = {"size": obj.size, "etag": obj.etag}
-            if time.monotonic() - self._saved_at > _SAVE_INDEX_SECONDS:
-                self._save()
 
     def forget(self, rel: str) -> None:
         with self._lock:
             self.objects.pop(rel, None)
 
     def save(self) -> None:
-        with self._lock:
-            self._save()
-
-    def _save(self) -> None:
-        # Small objects land without an fsync each: one sync of the disks first, so that the index names only
-        # files that are durable (a reboot must not find a torn file of the right size and trust it).
-        os.sync()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, json.dumps({"source": self.source, "objects": self.objects}).encode())
-        self._saved_at = time.monotonic()
+        with self._saving:
+            with self._lock:
+                doc = json.dumps({"source": self.source, "objects": self.objects}).encode()
+            os.sync()  # the files recorded above were written and closed before it
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path, doc)
 
 
 class _FileProgress:
@@ -145,8 +141,16 @@ def _list(store: ObjectStore, prefix: str) -> list[ObjectInfo]:
     return list(store.iter_objects(prefix))
 
 
-def sync_data(entries: list[DataEntry], root: Path, stores: Stores, board: StatusBoard, stop: StopSignal) -> int:
-    """Sync every entry; returns the bytes downloaded. Raises AttemptEnded(SYNC_FAILED) on failure."""
+@dataclass(frozen=True)
+class Synced:
+    bytes_downloaded: int
+    durable: threading.Thread  # saves the indexes once the disks have the data; the training need not wait
+
+
+def sync_data(entries: list[DataEntry], root: Path, stores: Stores, board: StatusBoard, stop: StopSignal) -> Synced:
+    """Sync every entry. Raises AttemptEnded(SYNC_FAILED) on failure. Returns when every file is in place and
+    verified; the disks write the data back meanwhile, and the indexes that let a later attempt on this node skip
+    it are saved once they have (``Synced.durable``): a crash before that costs a download, never a torn file."""
     try:
         plans = []
         for entry in entries:
@@ -166,18 +170,35 @@ def sync_data(entries: list[DataEntry], root: Path, stores: Stores, board: Statu
                                                 f"(+1 GiB margin), {free} are free")
     log.info("data: %d bytes in %d objects, %d bytes to download",
              total, sum(len(p.download) + len(p.keep) for _, p, _ in plans), needed)
-    for entry, sync_plan, index in plans:
-        target = root / entry.target
-        for rel in sync_plan.remove:
-            (target / rel).unlink(missing_ok=True)
-            index.forget(rel)
-        try:
-            _download_all(entry, sync_plan.download, target, stores, board, stop, index)
-        except (CloudError, OSError) as exc:  # OSError: the local disk refused a write (full, quota)
-            raise AttemptEnded(Outcome.SYNC_FAILED, f"downloading {entry.source} failed: {exc}") from exc
-        finally:
-            index.save()
-    return needed
+    indexes = [index for _, _, index in plans]
+    done = threading.Event()
+    saver = threading.Thread(target=_save_every, args=(indexes, done), name="sync-index", daemon=True)
+    saver.start()
+    try:
+        for entry, sync_plan, index in plans:
+            target = root / entry.target
+            for rel in sync_plan.remove:
+                (target / rel).unlink(missing_ok=True)
+                index.forget(rel)
+            try:
+                _download_all(entry, sync_plan.download, target, stores, board, stop, index)
+            except (CloudError, OSError) as exc:  # OSError: the local disk refused a write (full, quota)
+                raise AttemptEnded(Outcome.SYNC_FAILED, f"downloading {entry.source} failed: {exc}") from exc
+    finally:
+        done.set()  # the saver's last round saves everything recorded, a failed sync's files included
+    return Synced(needed, saver)
+
+
+def _save_every(indexes: list[_Index], done: threading.Event) -> None:
+    while True:
+        finished = done.wait(_SAVE_INDEX_SECONDS)
+        for index in indexes:
+            try:
+                index.save()
+            except OSError as exc:  # a full disk, say: the cost is a download again on this node, not the job
+                log.warning("could not save the data index %s: %s", index.path, exc)
+        if finished:
+            return
 
 
 def _download_all(entry: DataEntry, objects: list[ObjectInfo], target: Path, stores: Stores, board: StatusBoard,

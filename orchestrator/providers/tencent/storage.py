@@ -200,10 +200,11 @@ class ObjectStore:
     def download_file(self, key: str, dest: Path, progress: Progress | None = None,
                       listed: ObjectInfo | None = None) -> ObjectInfo:
         """Fetch ``key`` into ``dest``; the file appears only once complete and verified. ``listed``: the object as
-        a listing showed it (size, ETag): one that fits in a part then costs one GET and no more, the file durable
-        by the caller's sync (a data sync of many small objects spent most of its time on a HEAD, a thread pool,
-        an fsync and a second read per object); any other is fetched in parallel ranges, each checksummed as it
-        streams in and the CRCs combined (no second read of the file), and fsynced."""
+        a listing showed it (size, ETag): one that fits in a part then costs one GET and no more (a data sync of
+        many small objects spent most of its time on a HEAD, a thread pool, an fsync and a second read per
+        object); any other is fetched in parallel ranges, each checksummed as it streams in and the CRCs combined
+        (no second read of the file). Not fsynced: a caller that must survive a power cut syncs once for many
+        files (the data sync's index does), which lets the disk write back while the next ones download."""
         if listed is not None and listed.size <= self.part_size:
             try:
                 return self._download_whole(listed, dest, progress)
@@ -223,22 +224,16 @@ class ObjectStore:
 
             def fetch(span: tuple[int, int]) -> tuple[int, int]:
                 start, end = span
-                resp = self.sdk.cos_call(
-                    "get_object",
-                    Bucket=self.bucket,
-                    Key=key,
-                    Range=f"bytes={start}-{end}",
-                    IfMatch=f'"{info.etag}"',
-                )
-                stream = resp["Body"].get_raw_stream()
                 offset, value = start, 0
-                while chunk := read_body(stream, MiB):
-                    os.pwrite(fd, chunk, offset)
-                    value = crc64ecma.update(chunk, value)
-                    offset += len(chunk)
-                    if progress:
-                        with lock:
-                            progress(len(chunk))
+                wanted = {"Range": f"bytes={start}-{end}", "If-Match": f'"{info.etag}"'}
+                with self.sdk.cos_get(self.bucket, key, wanted) as (_, stream):
+                    while chunk := read_body(stream, MiB):
+                        os.pwrite(fd, chunk, offset)
+                        value = crc64ecma.update(chunk, value)
+                        offset += len(chunk)
+                        if progress:
+                            with lock:
+                                progress(len(chunk))
                 if offset != end + 1:
                     raise errors.TransientError(
                         "IncompleteBody", f"cos://{self.bucket}/{key} bytes {start}-{end}: got {offset - start}"
@@ -247,7 +242,6 @@ class ObjectStore:
 
             with ThreadPoolExecutor(max_workers=self.threads) as pool:
                 pieces = list(pool.map(fetch, ranges))
-            os.fsync(fd)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -268,16 +262,16 @@ class ObjectStore:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = _part_path(dest)
         try:
-            resp = self.sdk.cos_call("get_object", Bucket=self.bucket, Key=key, IfMatch=f'"{listed.etag}"')
-            info = _info_from_headers(key, resp)
-            stream, value, written = resp["Body"].get_raw_stream(), 0, 0
-            with tmp.open("wb") as f:
-                while chunk := read_body(stream, MiB):
-                    f.write(chunk)
-                    value = crc64ecma.update(chunk, value)
-                    written += len(chunk)
-                    if progress:
-                        progress(len(chunk))
+            value, written = 0, 0
+            with self.sdk.cos_get(self.bucket, key, {"If-Match": f'"{listed.etag}"'}) as (headers, stream):
+                info = _info_from_headers(key, headers)
+                with tmp.open("wb") as f:
+                    while chunk := read_body(stream, MiB):
+                        f.write(chunk)
+                        value = crc64ecma.update(chunk, value)
+                        written += len(chunk)
+                        if progress:
+                            progress(len(chunk))
             if written != info.size:
                 raise errors.TransientError("IncompleteBody", f"cos://{self.bucket}/{key}: got {written} of "
                                                               f"{info.size} bytes")
