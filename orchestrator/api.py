@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import embedded, fingerprint, jobdoc
+from . import embedded, fingerprint, funds, jobdoc
 from . import pool as pools
 from .ci.facts import labels_from
 from .contract import Fingerprint, FingerprintEntry, JobLayout, Manifest, Result, Status
@@ -164,6 +164,10 @@ def plan(
                          f"this machine's are temporary ({target.credential_source}): bind a CAM role to the "
                          "instances instead, credentials: role:<instance role> (README, CI retraining)"])
     primary = plan_.primary
+    # Before the DryRun, which the cloud refuses too when the balance is short of an hour: one clear line instead.
+    first_hour = None if primary.price_per_hour is None else primary.price_per_hour * plan_.nnodes
+    need = funds.job_need(plan_.estimated_cost, spec.limits.max_cost, first_hour, plan_.expected_hours)
+    funds.ensure(sdk, f"job {spec.name} on {plan_.nnodes} × {primary.label()}", need, notes.append)
     probe = compute.LaunchRequest(
         zone=primary.zone,
         instance_type=primary.instance_type,

@@ -255,6 +255,11 @@ class Status(_Model):
     gpus: list[GpuStat] = Field(default_factory=list)
     notice_time: str | None = None  # spot/termination-time as the metadata service gave it
     message: str = ""
+    # How long the training has run on this node in this attempt, by the agent's monotonic clock (so no clock of
+    # another machine enters it): the controller keeps the last one with the bill, and the node's billed time
+    # outside it (boot, setup, preflight, sync, uploads, imaging, teardown) is what `cvmjob cost` reports as not
+    # training. None: an agent of an earlier release.
+    training_seconds: float | None = None
 
 
 class Outcome(str, Enum):

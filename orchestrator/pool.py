@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from . import funds
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .plan.planner import PublicImage, default_image
 from .providers.tencent import TencentSdk, compute, images
@@ -75,9 +76,11 @@ def grow(
     auto_renew: bool,
     now: Callable[[], float] = time.time,
     wait_seconds: float = 900,
+    warn: Callable[[str], None] = lambda line: None,
 ) -> list[str]:
-    """Buy ``count`` prepaid instances into the pool and wait until they run. ``image_id`` None: the image the
-    planner would give a job on this type."""
+    """Buy ``count`` prepaid instances into the pool and wait until they run, if the account's balance covers
+    their period (``warn`` says so when it cannot be read). ``image_id`` None: the image the planner would give
+    a job on this type."""
     request = compute.LaunchRequest(
         zone=zone,
         instance_type=instance_type,
@@ -90,6 +93,10 @@ def grow(
         prepaid_renew=auto_renew,
         count=count,
     )
+    price = compute.inquiry_price(sdk, request)  # of all ``count`` for the whole period, paid at purchase
+    need = None if price.upfront is None else funds.Need(price.upfront, f"{months} month(s), paid at purchase",
+                                                         "buy fewer instances or months")
+    funds.ensure(sdk, f"buying {count} × {instance_type} in {zone}", need, warn)
     ids = compute.run_instances(sdk, request)
     for instance_id in ids:
         pools.add(PoolInstance(instance_id, pool, zone, instance_type, None, now()))

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from orchestrator.contract import RECENT_METRICS, GpuStat, MetricsAt, Phase, Progress, Status
 
 
 class StatusBoard:
-    def __init__(self, attempt: int, node_rank: int, instance_id: str) -> None:
+    def __init__(self, attempt: int, node_rank: int, instance_id: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._status = Status(attempt=attempt, node_rank=node_rank, instance_id=instance_id,
-                              phase=Phase.STARTING, time=time.time(), seq=0)
+                              phase=Phase.STARTING, time=time.time(), seq=0, training_seconds=0.0)
         self.changed = threading.Event()  # a phase change is worth a heartbeat now, not at the next beat
+        self._clock = clock
+        self._trained = 0.0  # the training's time in the phases of TRAINING that ended
+        self._training_since: float | None = None  # when the current one began
 
     def _update(self, wake: bool = False, **fields: object) -> None:
         with self._lock:
@@ -22,7 +27,19 @@ class StatusBoard:
             self.changed.set()
 
     def set_phase(self, phase: Phase, message: str = "") -> None:
+        with self._lock:
+            now = self._clock()
+            if self._training_since is not None and phase != Phase.TRAINING:
+                self._trained += now - self._training_since
+                self._training_since = None
+            elif self._training_since is None and phase == Phase.TRAINING:
+                self._training_since = now
         self._update(wake=True, phase=phase, message=message)
+
+    def _training_seconds(self) -> float:
+        """Under the lock."""
+        running = 0.0 if self._training_since is None else self._clock() - self._training_since
+        return round(self._trained + running, 3)
 
     def set_progress(self, progress: Progress) -> None:
         with self._lock:
@@ -40,7 +57,7 @@ class StatusBoard:
     def current(self) -> Status:
         """The status as it stands (no new seq): what the result repeats of it, read at once."""
         with self._lock:
-            return self._status
+            return self._status.model_copy(update={"training_seconds": self._training_seconds()})
 
     def set_sync(self, done: int, total: int) -> None:
         self._update(sync_bytes_done=done, sync_bytes_total=total)
@@ -59,6 +76,7 @@ class StatusBoard:
     def snapshot(self, gpus: list[GpuStat]) -> Status:
         """The next heartbeat: a new seq, the current time and GPU figures."""
         with self._lock:
-            self._status = self._status.model_copy(
-                update={"seq": self._status.seq + 1, "time": time.time(), "gpus": gpus})
+            self._status = self._status.model_copy(update={
+                "seq": self._status.seq + 1, "time": time.time(), "gpus": gpus,
+                "training_seconds": self._training_seconds()})
             return self._status

@@ -33,6 +33,7 @@ from ..target import in_ci, refuse_silent_emulator
 from . import render
 from .ci import BaselineOption, CiReport, GateOption, SummaryOption, tell
 from .controller import controller_app
+from .cost import cost
 from .emulator import emulator_app
 from .options import Abort, Emulator, Output, check_output
 from .pool import pool_app
@@ -45,6 +46,7 @@ app.add_typer(controller_app, name="controller")
 app.add_typer(emulator_app, name="emulator")
 app.add_typer(pool_app, name="pool")
 app.add_typer(sweep_app, name="sweep")
+app.command()(cost)
 
 SpecPath = Annotated[Path, typer.Argument(help="the job spec (YAML)", exists=False)]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override a spec field: key.path=value")]  # noqa: UP045
@@ -109,6 +111,9 @@ def run(
                     "(drop --detach)", EXIT_BAD_INPUT)
     report = api.plan(spec, set_ or [], emulator, name)
     _say_target(report, output)
+    if output == "text":  # what `plan` notes, a run says too: an unread balance, a bucket to create, stock now
+        for note in report.notes:
+            render.err.print(f"note: {note}", markup=False)
     inputs = api.fingerprint_of(report) if if_changed else None
     if inputs is not None and (reused := api.reusable(report, inputs)) is not None:
         _say_up_to_date(reused, output)

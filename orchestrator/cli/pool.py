@@ -76,7 +76,8 @@ def grow(
 ) -> None:
     """Buy prepaid instances into the pool (PREPAID RunInstances)."""
     store, sdk = _open(region, emulator)
-    ids = pools.grow(store, sdk, name, zone, instance_type, image, count, months, auto_renew)
+    ids = pools.grow(store, sdk, name, zone, instance_type, image, count, months, auto_renew,
+                     warn=lambda line: render.err.print(f"warning: {line}", markup=False))
     render.console.print(
         f"pool {name}: added {', '.join(ids)} ({instance_type}, {zone}, {months} month(s)"
         + (", auto-renew" if auto_renew else "")

@@ -122,6 +122,11 @@ class AdminClient:
     def billing(self) -> dict[str, Any]:
         return dict(self._call("GET", "billing"))
 
+    def set_balance(self, cash_fen: int) -> dict[str, int]:
+        """The account's cash balance from now on, in 分; returns the balance as DescribeAccountBalance will add
+        it up (cash, frozen, real, consumed)."""
+        return dict(self._call("PUT", "billing/balance", {"cash_fen": cash_fen}))
+
     def expire_credentials(self) -> int:
         return int(self._call("POST", "credentials/expire")["expired"])
 

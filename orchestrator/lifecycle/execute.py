@@ -20,6 +20,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from .. import bundle, fingerprint, jobdoc
 from ..bootstrap import user_data
 from ..ci.facts import run_facts
@@ -33,6 +35,7 @@ from ..contract import (
     JobLayout,
     Location,
     Result,
+    Status,
     TemporaryKeys,
     agent_wheel_key,
     latest_key,
@@ -553,9 +556,9 @@ class Executor:
         for node in self.store.nodes(self.job_id):
             if node.instance_id is None:
                 continue
-            cost = None
+            cost: float | None = 0.0
             if node.charge_type == ChargeType.RESERVED:
-                cost = 0.0  # a reserved pool's period is paid whether jobs run or not: a job adds nothing
+                source = "pool"  # a reserved pool's period is paid whether jobs run or not: a job adds nothing
             else:
                 try:
                     cost = billing.resource_cost(
@@ -563,18 +566,29 @@ class Executor:
                     )
                 except CloudError:
                     cost = None
+                source = "estimate" if cost is None else "bill"
             if cost is None:
                 cost = node.priced(node.price_per_hour, self.now())
             cost = round(cost or 0.0, 2)
             total += cost
             self.store.put_node(
                 self.token,
-                replace(node, cost_cny=cost, state="gone" if node.state in ("launched", "running") else node.state),
+                replace(node, cost_cny=cost, cost_source=source, training_seconds=self._training_seconds(node),
+                        state="gone" if node.state in ("launched", "running") else node.state),
             )
         self.store.update(self.job_id, self.token, self.now(), cost_cny=round(total, 2))
         self.store.note(self.job_id, self.token, "bill", f"{total:.2f} CNY", self.now())
         self.emit("bill", f"cost {total:.2f} CNY")
         return Next.CONTINUE
+
+    def _training_seconds(self, node: NodeRecord) -> float | None:
+        """How long the node's training ran, from its agent's last status (`cvmjob cost` sets the rest of its
+        billed time apart); 0 when its agent never reported (it never trained), None when that cannot be read."""
+        try:
+            found = retrying(lambda: self.state.get_json(self.layout.status(node.attempt, node.node)))
+            return 0.0 if found is None else Status.model_validate(found).training_seconds
+        except (CloudError, ValidationError):  # COS unreadable, or a status of another layout version
+            return None
 
     def _RecordSuccess(self, action: RecordSuccess) -> Next:
         job, now = self.job(), self.now()

@@ -91,17 +91,21 @@ def _not_blank(value: str) -> str:
 
 Command = Annotated[str, AfterValidator(_not_blank), WithJsonSchema({"type": "string", "pattern": r"\S"})]
 
-# Tencent tag rules (tag service docs): letters of any script, digits, spaces and + - = . _ : / @;
-# keys 1-127 characters, values up to 255; keys starting qcs:, qcloud, tencent or project are the cloud's own.
-# No JSON-schema pattern: ECMA-262 \w is ASCII-only and editors would reject Chinese tags, which are common.
-_TAG_TEXT = re.compile(r"[\w +=.:/@-]*")
-_RESERVED_TAG_PREFIXES = ("qcs:", "qcloud", "tencent", "project")
+# Tencent's tag rules (https://www.tencentcloud.com/document/product/651/13354): keys 1-127 and values 1-255
+# characters, of letters of any script, digits, spaces (not at either end) and + - = . _ : / @ ( ) [ ] , ; > <, or
+# in Chinese 【 】（ ）：; keys starting qcs:, project or 项目 are the cloud's own (other products reserve qcloud and
+# tencent too). No JSON-schema pattern: ECMA-262 \w is ASCII-only and editors would reject Chinese tags, which are
+# common.
+_TAG_TEXT = re.compile(r"[\w +=.:/@()\[\],;<>【】（）：-]+")
+_RESERVED_TAG_PREFIXES = ("qcs:", "qcloud", "tencent", "project", "项目")
 _CVMJOB_TAG_PREFIX = "cvmjob:"
 
 
 def _tag_text(value: str) -> str:
     if _TAG_TEXT.fullmatch(value) is None:
-        raise ValueError(f"{value!r} may only contain letters, digits, spaces and + - = . _ : / @")
+        raise ValueError(f"{value!r} may only contain letters, digits, spaces and + - = . _ : / @ ( ) [ ] , ; > <")
+    if value != value.strip(" "):
+        raise ValueError(f"{value!r} may not start or end with a space")
     return value
 
 
@@ -116,8 +120,8 @@ def _user_tag_key(key: str) -> str:
 
 
 TagKey = Annotated[str, Field(min_length=1, max_length=127), AfterValidator(_tag_text), AfterValidator(_user_tag_key)]
-TagValue = Annotated[str, Field(max_length=255), AfterValidator(_tag_text),
-                     WithJsonSchema({**_TEXT_OR_NUMBER, "maxLength": 255})]
+TagValue = Annotated[str, Field(min_length=1, max_length=255), AfterValidator(_tag_text),
+                     WithJsonSchema({**_TEXT_OR_NUMBER, "minLength": 1, "maxLength": 255})]
 
 
 def _relative(value: str) -> str:

@@ -78,6 +78,8 @@ nodes = Table(
     Column("end_reason", Text, nullable=False, server_default=""),
     Column("cost_cny", Float),
     Column("on_demand_price_per_hour", Float),
+    Column("cost_source", Text),  # bill | estimate | pool: where cost_cny came from (NodeRecord.cost_source)
+    Column("training_seconds", Float),  # the agent's own measure of its training on the node
 )
 
 images = Table(

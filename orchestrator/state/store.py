@@ -146,13 +146,26 @@ class NodeRecord:
     end_reason: str = ""
     cost_cny: float | None = None
     on_demand_price_per_hour: float | None = None  # what the same node costs on demand: spot savings
+    # Where cost_cny came from: "bill" (the cloud's bill listed the instance), "estimate" (its price for its running
+    # time: the bill had no line for it yet) or "pool" (a reserved pool member: a job adds nothing to its prepaid
+    # period); None: billed before store revision 0006.
+    cost_source: str | None = None
+    training_seconds: float | None = None  # how long its training ran, by its agent; None: not known
+
+    def ran_seconds(self, now: float) -> float | None:
+        """From RUNNING until it ended (or ``now``): the time an hourly instance is billed for; None when it never
+        ran."""
+        if self.running_at is None:
+            return None
+        return (self.ended_at or now) - self.running_at
 
     def priced(self, per_hour: float | None, now: float) -> float | None:
-        """Its running time (until it ended, or ``now``) at ``per_hour`` CNY; None when it never ran or no price
-        is known. An estimate: the bill read at the end is the truth."""
-        if self.running_at is None or per_hour is None:
+        """Its running time at ``per_hour`` CNY; None when it never ran or no price is known. An estimate: the
+        bill read at the end is the truth."""
+        ran = self.ran_seconds(now)
+        if ran is None or per_hour is None:
             return None
-        return per_hour * ((self.ended_at or now) - self.running_at) / 3600
+        return per_hour * ran / 3600
 
 
 @dataclass(frozen=True)
@@ -381,10 +394,13 @@ class Store:
         exact = [r for r in rows if r.job_id == ref]
         return [_job(r) for r in (exact or rows)]
 
-    def list_jobs(self, active_only: bool = False) -> list[JobRecord]:
+    def list_jobs(self, active_only: bool = False, since: float | None = None) -> list[JobRecord]:
+        """Newest first; ``since``: only the jobs created at that time or later."""
         query = select(jobs).order_by(jobs.c.created_at.desc())
         if active_only:
             query = query.where(jobs.c.state.in_(_ACTIVE_STATES))
+        if since is not None:
+            query = query.where(jobs.c.created_at >= since)
         with self._read() as conn:
             return [_job(r) for r in conn.execute(query)]
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .. import api
 from ..contract import Status
 from ..controller.drive import died_here
+from ..costs import spent
 from ..lifecycle.machine import JobState
 from ..plan.models import Plan
 from ..plan.planner import PlanError
@@ -33,7 +34,7 @@ from ..state.store import JobRecord, Store
 from . import study as S
 from .rules import Ending, NextTrial, Spend, consecutive_failures, ending, may_start, placements_to_avoid
 from .spec import SweepSpec, placeholder_problems, render
-from .view import job_cost, show_values
+from .view import show_values
 
 if TYPE_CHECKING:
     import optuna
@@ -369,7 +370,7 @@ class Sweeper:
         nodes = self.store.nodes(job.job_id)
         gpus = {p.instance_type: p.gpus for p in Plan.model_validate(job.plan).candidates}
         ran = [(n, ((n.ended_at or now) - n.running_at) / 3600) for n in nodes if n.running_at is not None]
-        return _Usage(job_cost(job, nodes, now), sum(gpus.get(n.instance_type, 0) * hours for n, hours in ran),
+        return _Usage(spent(job, nodes, now), sum(gpus.get(n.instance_type, 0) * hours for n, hours in ran),
                       (job.updated_at if job.state.is_terminal() else now) - job.created_at)
 
     def _placement_failures(self) -> list[tuple[str, str]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..lifecycle.decide import cost_so_far
+from ..costs import spent
 from ..lifecycle.machine import JobState
 from ..plan.models import Plan
-from ..state.store import JobRecord, NodeRecord, Store
+from ..state.store import JobRecord, Store
 from . import study as S
 from .models import Best, Preemption, SweepView, TrialState, TrialView
 
@@ -47,7 +47,7 @@ def _trial(t: FrozenTrial, store: Store, now: float) -> TrialView:
         value=t.values[0] if t.values else None,
         values=list(t.values) if t.values and len(t.values) > 1 else None,
         params=dict(t.params),
-        cost=round(sum(job_cost(job, store.nodes(job.job_id), now) for job in jobs), 6),
+        cost=round(sum(spent(job, store.nodes(job.job_id), now) for job in jobs), 6),
         attempts=sum(job.attempt for job in jobs),
         retries=max(0, len(job_ids) - 1),
         job_id=t.user_attrs.get(S.JOB_ATTR),
@@ -59,11 +59,12 @@ def _trial(t: FrozenTrial, store: Store, now: float) -> TrialView:
     )
 
 
-def job_cost(job: JobRecord, nodes: list[NodeRecord], now: float) -> float:
-    """The bill once the job ended (read from the billing API at its end), the estimate while it runs."""
-    if job.state.is_terminal():
-        return job.cost_cny
-    return cost_so_far(nodes, now)
+def sweeps_of_jobs(store: str) -> dict[str, str]:
+    """The study of every job a sweep's trials ran (retries included), by job id: the store keeps no sweep on a
+    job; its trials name their jobs (JOBS_ATTR)."""
+    return {job_id: name for name in S.study_names(store)
+            for t in S.load_study(name, store).get_trials(deepcopy=False)
+            for job_id in t.user_attrs.get(S.JOBS_ATTR, [])}
 
 
 def show_values(values: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
-"""The CLI's other verbs through a user's eyes: schema, plan (nothing created), run --detach then logs -f, and the
-ActionTimer every instance carries."""
+"""The CLI's other verbs through a user's eyes: schema, plan (nothing created), run --detach then logs -f, the
+ActionTimer every instance carries, the balance check before a launch and `cvmjob cost` after it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 import yaml
 from tencentcloud.cvm.v20170312 import cvm_client
 
+from orchestrator.errors import EXIT_CLOUD_ERROR
 from tests.e2e.conftest import QUICKSTART, REGION, Cli
 from tests.e2e.test_run import no_instance_left
 from tests.emulator.conftest import cred, profile
@@ -64,3 +65,28 @@ def test_detach_returns_at_once_and_logs_follow_the_job_to_its_end(cli: Cli, tmp
     assert "step=29" in followed.stdout and "result: succeeded" in followed.stdout
     assert cli.status(job_id)["state"] == "SUCCEEDED"
     wait_until("the instance to go", lambda: no_instance_left(cli), 60)
+
+
+def test_a_run_the_balance_cannot_pay_is_refused_and_one_it_can_is_costed_with_its_time_not_training(
+        cli: Cli) -> None:
+    cli.emulator.admin.set_balance(100)  # ¥1: not the hour the cloud freezes at purchase
+    refused = cli.run("run", str(QUICKSTART))
+    assert refused.returncode == EXIT_CLOUD_ERROR, refused.stdout + refused.stderr
+    assert "more than the account's available balance of ¥1.00: top up the account" in refused.stderr
+    assert cli.emulator.admin.calls(action="RunInstances") == []  # nothing launched, not even a DryRun
+    assert json.loads(cli.run("ls", "--output", "json").stdout) == []  # nor submitted
+
+    cli.emulator.admin.set_balance(10_000_000)
+    done = cli.run("run", str(QUICKSTART), "--output", "json", "--set", "snapshot.enabled=false",
+                   "--set", "train.command=python train.py --steps 20", "--set", "tags.team=ml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = json.loads(done.stdout)
+    costed = cli.run("cost", "--by", "tag", "--output", "json")
+    assert costed.returncode == 0, costed.stderr
+    report = json.loads(costed.stdout)
+    [row] = report["jobs"]
+    assert (row["job_id"], row["cost_cny"], row["source"], row["tags"]) == (job["job_id"], job["cost_cny"], "bill",
+                                                                          {"team": "ml"})
+    # Boot, setup, preflight, sync, uploads and teardown were billed too: a share of the bill, not all of it.
+    assert 0 < row["not_training_cny"] <= row["cost_cny"] and row["not_training_seconds"] > 0
+    assert [(g["key"], g["cost_cny"]) for g in report["groups"]] == [("team=ml", job["cost_cny"])]

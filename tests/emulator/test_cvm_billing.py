@@ -82,3 +82,16 @@ def test_stop_charging_stops_the_meter(manual_cloud: EmulatorProcess) -> None:
     # 100 s before the stop plus STOPPING's 1 s; then 200 s after STARTING's 1 s.
     assert ledger[instance_id]["billed_seconds"] == 101
     assert ledger[f"{instance_id}.1"]["billed_seconds"] == 200
+
+
+def test_the_admin_api_sets_the_cash_balance_and_instances_go_on_consuming_it(manual_cloud: EmulatorProcess) -> None:
+    emulator = manual_cloud
+    cvm = cvm_client.CvmClient(cred(emulator), REGION, profile(emulator))
+    run_one(cvm, InstanceType=SPOT_TYPE)
+    emulator.admin.advance(BOOT_SECONDS + 3600)
+    assert emulator.admin.set_balance(5000) == {"cash": 5000, "frozen": T4_HOURLY, "real": 5000 - T4_HOURLY,
+                                                "consumed": T4_HOURLY}
+    now = balance(emulator)
+    assert (now.CashAccountBalance, now.FreezeAmount, now.Balance) == (5000, T4_HOURLY, 5000 - T4_HOURLY)
+    emulator.admin.advance(1800)
+    assert balance(emulator).CashAccountBalance == 5000 - (round(T4_HOURLY * 1.5) - T4_HOURLY)  # metered in total

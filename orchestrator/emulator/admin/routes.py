@@ -1,5 +1,5 @@
 """The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
-stock, the call log, the ledger, seeding example data into COS, the OIDC providers and roles of
+stock, the call log, the ledger and the balance, seeding example data into COS, the OIDC providers and roles of
 AssumeRoleWithWebIdentity, and settings (the load-test switch
 ``PUT settings {"run_user_data": false}``: instances boot without running any process). Callers prove they own the
 account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim
@@ -151,6 +151,17 @@ def _billing(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return {"balance": cloud.billing.balance(now), "ledger": cloud.billing.ledger(now)}
 
 
+def _set_balance(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"cash_fen": 500}: the account's cash balance from now on, in 分 (DescribeAccountBalance's unit); running
+    instances go on consuming it, and their frozen hour stays frozen."""
+    fen = body["cash_fen"]
+    if not isinstance(fen, int) or isinstance(fen, bool):
+        raise ValueError("'cash_fen' must be a whole number of fen")
+    now = cloud.clock.now()
+    cloud.billing.set_cash(fen, now)
+    return cloud.billing.balance(now)
+
+
 def _expire_credentials(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return {"expired": cloud.iam.expire_all(cloud.clock.now())}
 
@@ -187,6 +198,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "image-faults"): _image_faults,
     ("POST", "seed"): _seed,
     ("GET", "billing"): _billing,
+    ("PUT", "billing/balance"): _set_balance,
     ("POST", "credentials/expire"): _expire_credentials,
     ("POST", "oidc-providers"): _add_oidc_provider,
     ("POST", "roles"): _add_role,

@@ -68,6 +68,13 @@ class Billing:
                 charge.ended_at = now
                 charge.released = True
 
+    def set_cash(self, fen: int, now: float) -> None:
+        """The cash balance is ``fen`` from ``now`` (the admin API's top-up or drain): what was consumed stays
+        consumed, what is frozen stays frozen."""
+        with self._lock:
+            consumed = sum(c.cost_fen(now) for c in self.charges.values())
+            self.initial_fen = fen + consumed
+
     def balance(self, now: float) -> dict[str, int]:
         with self._lock:
             consumed = sum(c.cost_fen(now) for c in self.charges.values())

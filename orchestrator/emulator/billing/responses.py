@@ -18,6 +18,9 @@ def build(billing: Billing, now: Callable[[], float], uin: str) -> Service:
 
     @service.action("DescribeAccountBalance", mutates=False)
     def describe_account_balance(ctx: CallContext, params: Params) -> dict[str, Any]:
+        """The fields and their sums as the API documents them, every amount in 分 (0.01 CNY):
+        https://www.tencentcloud.com/document/product/555/50284. The account has no credit limit, so the credit
+        balances equal the cash ones."""
         b = billing.balance(now())
         return {
             "Balance": b["real"],

@@ -6,8 +6,9 @@ from ..api3.params import Params
 from ..errors import ApiError
 
 MAX_TAGS = 50
-# Keys under these prefixes are the cloud's own (FailedOperation.TagKeyReserved).
-RESERVED_PREFIXES = ("qcloud:", "tencent:", "project")
+# Keys under these prefixes are the cloud's own (FailedOperation.TagKeyReserved): qcs:, project and 项目 by the tag
+# service's limits (https://www.tencentcloud.com/document/product/651/13354), qcloud and tencent by other products'.
+RESERVED_PREFIXES = ("qcs:", "qcloud", "tencent", "project", "项目")
 
 
 def parse_tag_specification(params: Params, resource_type: str) -> list[dict[str, str]]:

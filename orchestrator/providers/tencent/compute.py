@@ -94,6 +94,8 @@ class LaunchRequest:
             "InstanceCount": self.count,
             "InstanceName": self.name,
             "ClientToken": self.client_token,
+            # Bound to the instance and to the cloud disks created with it (RunInstancesRequest.TagSpecification:
+            # "同时绑定标签到相应的云服务器、云硬盘实例"): cost allocation by tag sees both.
             "TagSpecification": [
                 {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in self.tags.items()]}
             ],

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import fingerprint
-from orchestrator.contract import JobLayout, RunFacts, latest_key
+from orchestrator.contract import JobLayout, Phase, RunFacts, Status, latest_key
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next
 from orchestrator.lifecycle.machine import JobState
@@ -22,7 +22,7 @@ from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
 from orchestrator.spec import load_spec
 from orchestrator.state.store import Store
-from orchestrator.tags import TAG_JOB, TAG_NAME
+from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
 from orchestrator.target import Target
 from tests.emulator_process import EmulatorProcess
 from tests.waiting import wait_until
@@ -188,3 +188,35 @@ def test_a_success_is_recorded_and_its_inputs_indexed_unless_its_data_changed(ru
     assert fingerprint.lookup(ex.state, taken) is None
     notes = [e.detail for e in run.store.events("job-fp000002") if e.kind == "note"]
     assert notes and notes[-1].startswith("its data changed while it trained: data.0 (cos://")
+
+
+def test_the_specs_tags_go_on_the_instance_and_the_image_beside_cvmjobs_own(run: Run) -> None:
+    """For cost allocation: the user's tags with cvmjob's, which they cannot override (the spec refuses cvmjob:
+    keys, and cvmjob's are put last)."""
+    spec = run.executor.spec.model_copy(update={"tags": {"team": "ml", "cost-center": "42"}})
+    run.executor = replace(run.executor, spec=spec)
+    running(run)
+    [instance] = run.instances()
+    assert instance.tags == {"team": "ml", "cost-center": "42", TAG_JOB: run.job_id, TAG_ATTEMPT: "1", TAG_NODE: "0",
+                             TAG_NAME: spec.name, TAG_OWNER: owner()}
+    run.executor.run(A.CreateImage())
+    [image] = images.find_by_tags(run.sdk, {TAG_JOB: run.job_id})
+    assert image.tags == {"team": "ml", "cost-center": "42", TAG_JOB: run.job_id, TAG_NAME: spec.name,
+                          TAG_OWNER: owner()}
+
+
+def test_the_bill_records_where_it_came_from_and_how_long_the_training_ran(run: Run) -> None:
+    ex = run.executor
+    instance_id = running(run)
+    ex.run(A.MarkNodes(((0, "running", "instance RUNNING"),)))
+    # The agent's last status: what `cvmjob cost` sets apart from the rest of the billed time.
+    ex.state.put_json(ex.layout.status(1, 0), Status(attempt=1, node_rank=0, instance_id=instance_id,
+                                                      phase=Phase.DONE, time=1.0, seq=9,
+                                                      training_seconds=12.5).model_dump(mode="json"))
+    ex.run(A.Terminate((instance_id,), "teardown"))
+    assert ex.run(A.RecordBill()) is Next.CONTINUE
+    [node] = run.store.nodes(run.job_id)
+    assert (node.cost_source, node.training_seconds) == ("bill", 12.5)  # the emulator bills to the second
+    ex.state.delete([ex.layout.status(1, 0)])  # an agent that never reported: it never trained
+    ex.run(A.RecordBill())
+    assert run.store.nodes(run.job_id)[0].training_seconds == 0.0

@@ -56,7 +56,7 @@ teardown:
 limits:
   max_runtime: 1h30m
   max_cost: 50
-tags: {team: ml, 项目组: 视觉}
+tags: {team: ml, 小组: 视觉}
 storage:
   bucket: cvmjob-1250000000
 credentials: sts

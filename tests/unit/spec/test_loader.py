@@ -19,7 +19,7 @@ def test_full_spec_loads_and_round_trips_through_json(write_spec: Callable[[str]
     assert str(spec.checkpoints.upload_to) == "cos://bucket-1250000000/prefix/"
     assert spec.train.env == {"NCCL_DEBUG": "WARN", "EPOCHS": "3"}
     assert (spec.train.hang_timeout, spec.teardown.keep_for, spec.limits.max_runtime) == (1800, 1800, 5400)
-    assert spec.tags["项目组"] == "视觉"
+    assert spec.tags["小组"] == "视觉"
     assert JobSpec.model_validate_json(spec_to_json(spec)) == spec
 
 
@@ -145,6 +145,9 @@ ERROR_CASES = [
     (["tags.cvmjob:job=x"], "tags.cvmjob:job: tag key 'cvmjob:job' starts with 'cvmjob:', which cvmjob reserves for "
                             "its own tags"),
     (["tags.qcs:x=y"], "tags.qcs:x: tag key 'qcs:x' starts with 'qcs:', which Tencent Cloud reserves"),
+    (["tags.项目组=视觉"], "tags.项目组: tag key '项目组' starts with '项目', which Tencent Cloud reserves"),
+    (["tags.team=' ml'"], "tags.team: ' ml' may not start or end with a space"),
+    (["tags.team=''"], "tags.team: must not be empty"),
     (["credentials=role:"], "credentials: 'role:' is not valid: 'sts' or 'role:<CamRoleName>', e.g. role:cvmjob-train"),
     (["storage.bucket=cvmjob"], "storage.bucket: bucket 'cvmjob' does not end in -<appid>, your account's APPID "
                                 "(e.g. cvmjob-1250000000)"),

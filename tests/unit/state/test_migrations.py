@@ -50,7 +50,7 @@ def test_a_new_store_is_at_head_with_exactly_the_tables_the_store_queries(open_s
                                                                           store_url: str) -> None:
     Store(store_url).close()
     Store(store_url).close()  # opening it again changes nothing
-    assert version(raw) == (migrations.head(),) == ("0005",)
+    assert version(raw) == (migrations.head(),) == ("0006",)
     with raw.connect() as conn:
         assert compare_metadata(context(conn), metadata) == []
 
@@ -95,6 +95,7 @@ def test_a_store_of_the_hand_written_migrations_upgrades_in_place(tmp_path: Path
         assert job.cancel_checkpoint and job.fingerprint is None  # 0004, 0005
         [node] = store.nodes("job-old")
         assert node.charge_type.value == "SPOTPAID" and node.on_demand_price_per_hour is None
+        assert node.cost_source is None and node.training_seconds is None  # 0006: billed before it, not known
         store.put_node(4, NodeRecord(**{**node.__dict__, "on_demand_price_per_hour": 9.0}))
         assert store.nodes("job-old")[0].on_demand_price_per_hour == 9.0
         store.note("job-old", 4, "note", "after", 60)

@@ -206,3 +206,18 @@ def test_a_store_locked_past_the_busy_timeout_is_busy_and_changes_nothing(tmp_pa
     job = store.get("job-1")
     assert job is not None and job.exit_code == 3
     store.close()
+
+
+def test_jobs_created_since_a_time_and_a_nodes_bill_with_its_source_and_training_time(store: Store) -> None:
+    """What `cvmjob cost` reads: the jobs created since --since, and each node's bill, where it came from and how
+    long it trained."""
+    store.create_job("job-2", "n", {}, {}, {}, now=150, deadline=300, source_dir="/", settings={})
+    assert [j.job_id for j in store.list_jobs(since=150)] == ["job-2"]  # created at or after
+    assert [j.job_id for j in store.list_jobs(since=100)] == ["job-2", "job-1"]
+    assert store.list_jobs(since=151) == []
+    token = store.acquire("job-1", "a", ttl=30, now=100)
+    billed = NodeRecord("job-1", 1, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, "ins-1", "gone", running_at=110.0,
+                        ended_at=230.0, cost_cny=0.05, cost_source="bill", training_seconds=90.5)
+    store.put_node(token, billed)
+    assert store.nodes("job-1") == [billed]
+    assert billed.ran_seconds(now=999) == 120.0 and billed.priced(1.5, now=999) == pytest.approx(0.05)
