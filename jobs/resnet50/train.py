@@ -1,13 +1,25 @@
-"""ResNet-50 on GPUs: DDP over NCCL, mixed precision (bf16 where the GPU has it, else fp16 with loss scaling),
-channels-last, checkpoints and spot-safe stops through cvmjob's trainkit.
+"""ResNet-50: DDP (NCCL on GPUs, gloo on CPUs), mixed precision, channels-last, gradient accumulation,
+optionally torch.compile, with asynchronous checkpoints and spot-safe stops through cvmjob's trainkit.
 
-Data: ``--data synthetic`` (default) makes each step's batch on the GPU from the step number: random images and
+Data: ``--data synthetic`` (default) makes each micro-batch on the device from its index: random images and
 labels, so the loss stays near ln 1000; it measures the GPUs and the checkpoint path, not learning.
 ``--data folder`` reads an ImageNet-style tree (``<root>/train/<class>/*.jpg``) from ``$CVMJOB_DATA_DIR/imagenet``
 (``--data-root`` to change) with torchvision's ImageFolder. The model is torchvision's resnet50 when torchvision is
 installed, else the same architecture defined below.
 
-Rank 0 prints ``step=<N> loss=<X> images/s=<Y>`` every ``--log-every`` steps. Not run in CI (it needs GPUs).
+Speed: ``--precision`` auto (default) is bf16 on a GPU that has it, fp16 on one that has not, fp32 on CPUs; fp16
+scales the loss with a GradScaler whose state is in the checkpoint. ``--channels-last`` (default; the layout tensor
+cores run convolutions in), ``--compile`` (torch.compile of the DDP model), and checkpoints written in the
+background (``--no-async-checkpoints`` writes them in the loop).
+
+``--grad-accum N``: each step is an optimizer step over N micro-batches of ``--batch-size`` per GPU (DDP reduces
+the gradients once, at the last); the learning rate scales with the global batch, step numbers, the schedule and
+checkpoints count optimizer steps, so a checkpoint is always taken at an accumulation boundary and a resumed run
+continues with the next step's first micro-batch.
+
+Rank 0 prints ``step=<N> loss=<X> images/s=<Y>`` every ``--log-every`` steps. It runs on CPUs too, slowly
+(``--image-size 32`` for a quick look). benchmarks/checkpoint_stall.py times its optimizer steps with and without
+checkpoints (CI runs that benchmark's CPU mode: the script itself is not run there).
 """
 
 from __future__ import annotations
@@ -18,8 +30,11 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -28,20 +43,32 @@ from torch.nn.parallel import DistributedDataParallel
 
 from orchestrator import trainkit
 
+CLASSES = 1000
+Batches = Iterator[tuple[torch.Tensor, torch.Tensor]]
 
-def parse_args() -> argparse.Namespace:
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", choices=["synthetic", "folder"], default="synthetic")
     parser.add_argument("--data-root", type=Path, default=None, help="default: $CVMJOB_DATA_DIR/imagenet")
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--batch-size", type=int, default=256, help="per GPU")
+    parser.add_argument("--steps", type=int, default=2000, help="optimizer steps")
+    parser.add_argument("--batch-size", type=int, default=256, help="per GPU and micro-batch")
+    parser.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--lr", type=float, default=0.1, help="for a global batch of 256; scaled linearly")
     parser.add_argument("--warmup-steps", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0, help="initial weights (the same on every rank)")
     parser.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto")
+    parser.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--async-checkpoints", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--workers", type=int, default=8, help="data loader processes per GPU (folder data)")
     parser.add_argument("--checkpoint-every", type=int, default=500)
     parser.add_argument("--log-every", type=int, default=20)
-    return parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.grad_accum < 1:
+        parser.error("--grad-accum must be at least 1")
+    return args
 
 
 # -- the model: torchvision's, or the same architecture (He et al. 2015, v1.5 strides) ----------------------------
@@ -101,32 +128,38 @@ def build_model(classes: int) -> nn.Module:
 
 
 # -- data ---------------------------------------------------------------------------------------------------------
-def synthetic_batches(start: int, batch: int, rank: int, device: torch.device,
-                      classes: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    step = start
+def synthetic_batches(start: int, batch: int, rank: int, device: torch.device, image_size: int,
+                      memory_format: torch.memory_format) -> Batches:
+    """Micro-batches from index ``start`` on, each a function of its index and the rank alone."""
+    index = start
     while True:
-        generator = torch.Generator(device=device).manual_seed(step * 1009 + rank)
-        # Made as NHWC and viewed as NCHW: the channels-last layout the model runs in, without a copy.
-        images = torch.randn(batch, 224, 224, 3, generator=generator, device=device).permute(0, 3, 1, 2)
-        labels = torch.randint(0, classes, (batch,), generator=generator, device=device)
+        generator = torch.Generator(device=device).manual_seed(index * 1009 + rank)
+        if memory_format == torch.channels_last:
+            # Made as NHWC and viewed as NCHW: the channels-last layout the model runs in, without a copy.
+            shape = (batch, image_size, image_size, 3)
+            images = torch.randn(shape, generator=generator, device=device).permute(0, 3, 1, 2)
+        else:
+            images = torch.randn(batch, 3, image_size, image_size, generator=generator, device=device)
+        labels = torch.randint(0, CLASSES, (batch,), generator=generator, device=device)
         yield images, labels
-        step += 1
+        index += 1
 
 
-def folder_batches(root: Path, start: int, batch: int, rank: int, world: int, workers: int,
-                   device: torch.device) -> tuple[Iterator[tuple[torch.Tensor, torch.Tensor]], int]:
-    """Batches from step ``start`` on: the epoch order is a function of the epoch, so a resumed run continues
-    the same sequence; the batches of the interrupted epoch already trained on are skipped by index."""
+def folder_batches(root: Path, start: int, batch: int, rank: int, world: int, workers: int, device: torch.device,
+                   image_size: int, memory_format: torch.memory_format) -> tuple[Batches, int]:
+    """Micro-batches from index ``start`` on: the epoch order is a function of the epoch, so a resumed run
+    continues the same sequence; the batches of the interrupted epoch already trained on are skipped by index."""
     try:
         from torchvision import datasets, transforms
     except ImportError as exc:
         raise SystemExit("--data folder needs torchvision (pip install torchvision)") from exc
     normalize = transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
     dataset = datasets.ImageFolder(root / "train", transforms.Compose([
-        transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), transforms.ToTensor(), normalize]))
+        transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(), transforms.ToTensor(),
+        normalize]))
     per_epoch = len(dataset) // (batch * world)
 
-    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches() -> Batches:
         epoch, skip = divmod(start, per_epoch)
         while True:
             order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(epoch)).tolist()
@@ -134,86 +167,150 @@ def folder_batches(root: Path, start: int, batch: int, rank: int, world: int, wo
             loader = torch.utils.data.DataLoader(dataset, batch_size=batch, sampler=mine, num_workers=workers,
                                                  pin_memory=True, drop_last=True, persistent_workers=False)
             for images, labels in loader:
-                yield (images.to(device, non_blocking=True, memory_format=torch.channels_last),
+                yield (images.to(device, non_blocking=True, memory_format=memory_format),
                        labels.to(device, non_blocking=True))
             epoch, skip = epoch + 1, 0
 
     return batches(), len(dataset.classes)
 
 
-def precision(choice: str) -> torch.dtype | None:
+# -- one optimizer step -------------------------------------------------------------------------------------------
+def precision(choice: str, device: torch.device) -> torch.dtype | None:
+    """autocast's dtype for ``--precision`` (None: fp32, no autocast)."""
     if choice == "auto":
+        if device.type != "cuda":
+            return None
         choice = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[choice]
 
 
-def main() -> None:
-    args = parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("this example needs CUDA GPUs; the quickstart runs on CPUs")
-    dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=10))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+def memory_format(args: argparse.Namespace) -> torch.memory_format:
+    return torch.channels_last if args.channels_last else torch.contiguous_format
+
+
+@dataclass
+class Training:
+    """The model, its optimizer and loss scaler, and how one optimizer step runs over them."""
+
+    model: nn.Module  # never a wrapper: the checkpoint's names stay those of a plain ResNet-50
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    dtype: torch.dtype | None
+    grad_accum: int
+    forward: Callable[[torch.Tensor], torch.Tensor]
+    no_sync: Callable[[], AbstractContextManager[object]] = nullcontext  # DDP's, once distributed
+
+    def state(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict()}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+
+    def step(self, batches: Batches, lr: float) -> torch.Tensor:
+        """One optimizer step over ``grad_accum`` micro-batches; the mean loss, left on the device."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        device = next(self.model.parameters()).device
+        total = torch.zeros((), device=device)
+        for micro in range(self.grad_accum):
+            images, labels = next(batches)
+            # Gradients are reduced across the ranks once, in the last micro-batch's backward.
+            with nullcontext() if micro == self.grad_accum - 1 else self.no_sync():
+                with torch.autocast(device.type, dtype=self.dtype or torch.float32, enabled=self.dtype is not None):
+                    loss = nn.functional.cross_entropy(self.forward(images), labels) / self.grad_accum
+                self.scaler.scale(loss).backward()
+            total += loss.detach()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return total
+
+
+def build_training(args: argparse.Namespace, device: torch.device, world: int) -> Training:
+    torch.manual_seed(args.seed)
+    model = build_model(CLASSES).to(device, memory_format=memory_format(args))
+    decay = [p for p in model.parameters() if p.ndim > 1]
+    no_decay = [p for p in model.parameters() if p.ndim <= 1]  # BN and biases: no weight decay
+    optimizer = torch.optim.SGD([{"params": decay, "weight_decay": 5e-5}, {"params": no_decay, "weight_decay": 0}],
+                                lr=base_lr(args, world), momentum=0.9, nesterov=True)
+    dtype = precision(args.precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    return Training(model, optimizer, scaler, dtype, args.grad_accum, forward=model)
+
+
+def distribute(training: Training, compile_model: bool) -> None:
+    """Wrap the model in DDP (after the checkpoint is loaded: DDP broadcasts rank 0's weights), then compile."""
+    device = next(training.model.parameters()).device
+    ddp = DistributedDataParallel(training.model, device_ids=[device.index] if device.type == "cuda" else None,
+                                  gradient_as_bucket_view=True)
+    training.no_sync = ddp.no_sync
+    training.forward = torch.compile(ddp) if compile_model else ddp
+
+
+def use_gpu(device: torch.device) -> None:
+    """This process's GPU, with cuDNN's autotuner and TF32 matrix products (for the fp32 parts)."""
     torch.cuda.set_device(device)
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
 
-    ckpt = trainkit.Checkpointer(every=args.checkpoint_every)
-    classes = 1000
-    model = build_model(classes).to(device, memory_format=torch.channels_last)
-    lr = args.lr * args.batch_size * world / 256
-    decay = [p for n, p in model.named_parameters() if p.ndim > 1]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]  # BN and biases: no weight decay
-    optimizer = torch.optim.SGD([{"params": decay, "weight_decay": 5e-5}, {"params": no_decay, "weight_decay": 0}],
-                                lr=lr, momentum=0.9, nesterov=True)
-    dtype = precision(args.precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
 
-    start, state = ckpt.restore({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                 "scaler": scaler.state_dict()})
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scaler.load_state_dict(state["scaler"])
-    ddp = DistributedDataParallel(model, device_ids=[device.index], gradient_as_bucket_view=True)
+def base_lr(args: argparse.Namespace, world: int) -> float:
+    """``--lr`` scaled to the global batch of an optimizer step."""
+    return float(args.lr * args.batch_size * args.grad_accum * world / 256)
+
+
+def main() -> None:
+    args = parse_args()
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(minutes=10))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+    if cuda:
+        use_gpu(device)
+
+    ckpt = trainkit.Checkpointer(every=args.checkpoint_every, async_save=args.async_checkpoints)
+    training = build_training(args, device, world)
+    start, state = ckpt.restore(training.state())
+    training.load(state)
+    distribute(training, args.compile)
+    first = start * args.grad_accum  # the micro-batch the resumed step starts with
+    layout = memory_format(args)
     if args.data == "folder":
         root = args.data_root or Path(os.environ.get("CVMJOB_DATA_DIR", ".")) / "imagenet"
-        batches, classes = folder_batches(root, start, args.batch_size, rank, world, args.workers, device)
-        if classes != 1000:
-            raise SystemExit(f"{root}/train has {classes} classes; this script trains a 1000-class head")
+        batches, classes = folder_batches(root, first, args.batch_size, rank, world, args.workers, device,
+                                          args.image_size, layout)
+        if classes != CLASSES:
+            raise SystemExit(f"{root}/train has {classes} classes; this script trains a {CLASSES}-class head")
     else:
-        batches = synthetic_batches(start, args.batch_size, rank, device, classes)
+        batches = synthetic_batches(first, args.batch_size, rank, device, args.image_size, layout)
+    lr, warmup, steps = base_lr(args, world), int(args.warmup_steps), int(args.steps)
     if rank == 0:
-        print(f"world={world} precision={dtype} start_step={start} lr={lr:.3f} data={args.data}", flush=True)
+        print(f"world={world} device={device.type} precision={training.dtype} grad_accum={args.grad_accum} "
+              f"compile={args.compile} start_step={start} lr={lr:.4g} data={args.data}", flush=True)
 
     def learning_rate(step: int) -> float:
-        if step < args.warmup_steps:
-            return lr * (step + 1) / args.warmup_steps
-        progress = (step - args.warmup_steps) / max(1, args.steps - args.warmup_steps)
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        progress = (step - warmup) / max(1, steps - warmup)
         return lr * 0.5 * (1 + math.cos(math.pi * progress))
 
     loss_value, window_start, images_seen = float("nan"), time.perf_counter(), 0
-    for step in range(start, args.steps):
-        images, labels = next(batches)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step)
-        with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
-            loss = nn.functional.cross_entropy(ddp(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        images_seen += images.shape[0] * world
-        if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
-            loss_value = loss.detach().float().item()  # a sync point: only every log_every steps
+    for step in range(start, steps):
+        loss = training.step(batches, learning_rate(step))
+        images_seen += args.batch_size * args.grad_accum * world
+        if (step + 1) % args.log_every == 0 or step + 1 == steps:
+            loss_value = loss.float().item()  # a sync point: only every log_every steps
             elapsed = time.perf_counter() - window_start
             if rank == 0:
                 print(f"step={step} loss={loss_value:.4f} images/s={images_seen / elapsed:.0f}", flush=True)
             window_start, images_seen = time.perf_counter(), 0
         trainkit.report(step, loss_value)
         if ckpt.should_save(step):
-            ckpt.save(step, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "scaler": scaler.state_dict()})
+            ckpt.save(step, training.state())
         if ckpt.stop_requested:
             if rank == 0:
                 print(f"stopping after the requested checkpoint at step {step}", flush=True)
@@ -222,8 +319,8 @@ def main() -> None:
         if rank == 0:
             out = Path(os.environ.get("CVMJOB_OUTPUT_DIR", "outputs"))
             out.mkdir(parents=True, exist_ok=True)
-            torch.save(model.state_dict(), out / "resnet50.pt")
-            (out / "metrics.json").write_text(json.dumps({"steps": args.steps, "final_loss": loss_value}) + "\n")
+            torch.save(training.model.state_dict(), out / "resnet50.pt")
+            (out / "metrics.json").write_text(json.dumps({"steps": steps, "final_loss": loss_value}) + "\n")
     trainkit.finish()
 
 
