@@ -9,7 +9,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -316,6 +316,8 @@ class AgentView:
     status: Status | None
     result: Result | None
     manifest: Manifest | None
+    # agent_view(every_node=True): each node's last status of the attempt, by node (those not written yet left out).
+    heartbeats: dict[int, Status] = field(default_factory=dict)
 
 
 def state_store(job: JobRecord) -> ObjectStore:
@@ -324,21 +326,38 @@ def state_store(job: JobRecord) -> ObjectStore:
     return ObjectStore(connect(reconnect(Target.from_json(job.cloud))), Plan.model_validate(job.plan).state_bucket)
 
 
-def agent_view(job: JobRecord, node: int = 0) -> AgentView:
-    """What the agents last said, read from COS (None fields when unreachable or not yet written)."""
+def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> AgentView:
+    """What the agents last said, read from COS (None fields when unreachable or not yet written). With
+    ``every_node`` the other nodes' statuses too (`status` and the summary show each node's GPU use); a sweep,
+    which reads node 0's every few seconds, does without them."""
     store = state_store(job)
     layout = JobLayout(job.job_id)
     try:
-        status = store.get_json(layout.status(job.attempt, node))
+        beats = _statuses(store, layout, job.attempt, range(Plan.model_validate(job.plan).nnodes) if every_node
+                          else (node,))
         result = store.get_json(layout.result(job.attempt, node))
         manifest = store.get_json(layout.checkpoints_prefix + "manifest.json")
     except CloudError:
         return AgentView(None, None, None)
     return AgentView(
-        Status.model_validate(status) if status else None,
+        beats.get(node),
         Result.model_validate(result) if result else None,
         Manifest.model_validate(manifest) if manifest else None,
+        beats if every_node else {},
     )
+
+
+def heartbeats(job: JobRecord, nodes: Iterable[int], attempt: int | None = None) -> dict[int, Status]:
+    """The nodes' last statuses of the attempt (default: the current one); {} while COS cannot be read."""
+    try:
+        return _statuses(state_store(job), JobLayout(job.job_id), attempt or job.attempt, nodes)
+    except CloudError:
+        return {}
+
+
+def _statuses(store: ObjectStore, layout: JobLayout, attempt: int, nodes: Iterable[int]) -> dict[int, Status]:
+    docs = {node: store.get_json(layout.status(attempt, node)) for node in nodes}
+    return {node: Status.model_validate(doc) for node, doc in docs.items() if doc}
 
 
 def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after: str = "") -> Iterator[tuple[str, str]]:
@@ -353,8 +372,9 @@ def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after:
 
 
 def follow_logs(store: Store, job: JobRecord, attempt: int | None = None, node: int = 0,
-                follow: bool = False) -> Iterator[str]:
-    """The log's text, chunk by chunk; with ``follow``, new chunks as they are shipped until the job ends."""
+                follow: bool = False, each_look: Callable[[JobRecord], None] | None = None) -> Iterator[str]:
+    """The log's text, chunk by chunk; with ``follow``, new chunks as they are shipped until the job ends, and
+    ``each_look`` given the job at every look for them (`logs -f` watches the node's GPUs meanwhile)."""
     last = ""
     while True:
         for key, text in log_chunks(job, attempt, node, after=last):
@@ -363,6 +383,8 @@ def follow_logs(store: Store, job: JobRecord, attempt: int | None = None, node: 
         job = find_job(store, job.job_id)
         if not follow or job.state.is_terminal():
             return
+        if each_look is not None:
+            each_look(job)
         time.sleep(POLL_SECONDS)
 
 

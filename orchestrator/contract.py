@@ -215,6 +215,17 @@ class GpuStat(_Model):
     memory_used_mib: float
 
 
+class GpuUse(_Model):
+    """The node's GPU utilisation over the training so far, folded by the agent from every heartbeat's figures
+    (orchestrator/gpu_watch.py): one heartbeat's ``gpus`` cannot say that the GPUs have been waiting for minutes."""
+
+    samples: int  # training heartbeats with GPU figures
+    mean_utilization: float  # percent: over those heartbeats, of each one's mean across the node's GPUs
+    # How long it has stayed below gpu_watch.LOW_UTILISATION without a break, up to the latest of those heartbeats
+    # (0: that one was busy).
+    low_seconds: float
+
+
 # Named training metrics (trainkit.report(step, val_loss=0.4)), from the progress file to the heartbeat and the
 # result: a sweep reads its objective there. Strict finite floats: JSON has no NaN, and a bool or a string is a
 # mistake in the script, not a value to optimise.
@@ -260,6 +271,9 @@ class Status(_Model):
     # outside it (boot, setup, preflight, sync, uploads, imaging, teardown) is what `cvmjob cost` reports as not
     # training. None: an agent of an earlier release.
     training_seconds: float | None = None
+    # None: no GPU figures in the training yet (a node without GPUs never has any), or an agent of an earlier
+    # release: either way nothing to tell of its GPUs.
+    gpu_use: GpuUse | None = None
 
 
 class Outcome(str, Enum):

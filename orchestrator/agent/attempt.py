@@ -186,7 +186,8 @@ class Attempt:
         self.stop.check()
 
         self.board.set_phase(Phase.PREFLIGHT)
-        run_preflight(PYTHON, self._env(spec, folders, ""), self.paths.workdir, [folders.data, folders.checkpoints])
+        run_preflight(PYTHON, self._env(spec, folders, ""), self.paths.workdir, [folders.data, folders.checkpoints],
+                      spec.train, self.cfg.nnodes)
         self.stop.check()
 
         self.board.set_phase(Phase.SYNCING)

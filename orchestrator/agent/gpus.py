@@ -1,9 +1,10 @@
-"""The node's GPUs: how many (for nproc_per_node=auto and preflight), the driver's CUDA version, and live
-utilisation for the heartbeat.
+"""The node's GPUs: how many (for nproc_per_node=auto and preflight), how many the instance has whatever its
+driver, the driver's version, and live utilisation for the heartbeat.
 
 A host that lists the instance's GPUs (the emulator, host.py; also in CUDA_VISIBLE_DEVICES) is believed. On
-Tencent Cloud ``nvidia-smi`` is the source; an instance without it has no GPUs, but
-one where it exists and fails has a broken driver, which is an error rather than "CPU-only".
+Tencent Cloud ``nvidia-smi`` is the source of what the driver uses; one where it exists and fails has a broken
+driver, which is an error rather than "CPU-only". Without it the GPUs are still on the PCI bus, which needs no
+driver: that is how preflight tells a GPU type booted without its driver from a CPU type.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from orchestrator.contract import GpuStat
@@ -56,11 +58,33 @@ def _visible_indices() -> list[int] | None:
     return [int(v) for v in value.split(",")]
 
 
-def driver_cuda_version() -> tuple[int, int] | None:
-    """The highest CUDA version the driver supports ("CUDA Version: 12.4" in nvidia-smi's header)."""
-    header = _nvidia_smi()
-    match = re.search(r"CUDA Version:\s*(\d+)\.(\d+)", header or "")
-    return (int(match[1]), int(match[2])) if match else None
+PCI_DEVICES = Path("/sys/bus/pci/devices")
+_NVIDIA_VENDOR = "0x10de"
+_DISPLAY_CLASS = "0x03"  # PCI base class 03, display controllers: VGA (0300, a vGPU) and 3D (0302, a data-centre GPU)
+
+
+def installed_gpu_count(devices: Path = PCI_DEVICES) -> int:
+    """The NVIDIA GPUs the instance has, driver or not: the host's list, else the PCI bus (NVIDIA's audio and
+    NVSwitch functions are of other classes)."""
+    listed = host.current().gpus
+    if listed is not None:
+        return len(listed)
+    count = 0
+    for device in devices.glob("*"):
+        try:
+            vendor, device_class = ((device / name).read_text().strip() for name in ("vendor", "class"))
+        except OSError:
+            continue
+        if vendor == _NVIDIA_VENDOR and device_class.startswith(_DISPLAY_CLASS):
+            count += 1
+    return count
+
+
+def driver_version() -> tuple[int, ...] | None:
+    """The NVIDIA driver's version, 535.104.05 as (535, 104, 5); None when no driver is installed (no nvidia-smi)."""
+    out = _nvidia_smi("--query-gpu=driver_version", "--format=csv,noheader")
+    match = re.match(r"\s*(\d+(?:\.\d+)*)", out or "")
+    return tuple(int(part) for part in match[1].split(".")) if match else None
 
 
 def gpu_stats() -> list[GpuStat]:

@@ -1,13 +1,16 @@
-"""Preflight: what must hold before hours of training are paid for, each failure with its reason.
+"""Preflight: what must hold before hours of training are paid for, each failure with its reason and its fix.
 
 - the training's Python (``python3`` on PATH, the interpreter the launcher uses) is 3.9 or newer and imports
   torch;
-- a node with GPUs (as the host lists them, or ``nvidia-smi -L`` on Tencent Cloud) has a
-  CUDA build of torch that sees exactly those GPUs, and a driver whose CUDA version is at least torch's;
+- a node with NVIDIA GPUs (as the host lists them, or on the PCI bus on Tencent Cloud, driver or not) has a
+  driver, one new enough for the CUDA torch was built for (CUDA_FAMILIES), a CUDA build of torch that sees exactly
+  the GPUs the driver lists, and, when the training runs more than one process (several on a node, or several
+  nodes), NCCL that this torch loads: a GPU type never trains on its CPU in silence;
 - a node without GPUs is fine: the run uses ``cpu_nproc`` processes per node and the script picks gloo (a
   script that insists on NCCL fails in training, with its own message);
 - the data and checkpoint folders have at least 1 GiB free (sync checks the data's own size separately).
-It runs after setup (which may install torch) and before the data sync (which may take long).
+It runs after setup (which may install torch) and before the data sync (which may take long). torch is asked in
+the training's interpreter, with the training's environment: the agent's own Python may have none.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.contract import Outcome
+from orchestrator.plan.sizing import processes_per_node
+from orchestrator.spec.workload import TrainSpec
 
 from . import gpus
 from .errors import AttemptEnded
 
 MIN_PYTHON = (3, 9)
 MIN_FREE_BYTES = 1 << 30
+WHEEL_INDEX = "https://download.pytorch.org/whl/"
 
 _PROBE = """
 import json, sys
@@ -35,8 +41,22 @@ try:
 except Exception as exc:
     info["error"] = f"{type(exc).__name__}: {exc}"
 else:
-    info.update(torch=torch.__version__, cuda=torch.version.cuda, cuda_available=torch.cuda.is_available(),
-                device_count=torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    available = torch.cuda.is_available()
+    info.update(torch=torch.__version__, cuda=torch.version.cuda, cuda_available=available,
+                device_count=torch.cuda.device_count() if available else 0)
+    if torch.version.cuda and not available:
+        try:
+            torch.cuda.init()  # raises with the reason that is_available() keeps to itself
+        except Exception as exc:
+            info["cuda_error"] = f"{type(exc).__name__}: {exc}"
+    if available:
+        try:
+            import torch.distributed as dist
+            if not (dist.is_available() and dist.is_nccl_available()):
+                raise RuntimeError("torch.distributed.is_nccl_available() is False: built without NCCL")
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))  # calls into libnccl: loadable
+        except Exception as exc:
+            info["nccl_error"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(info))
 """
 
@@ -45,10 +65,68 @@ print(json.dumps(info))
 class TorchProbe:
     python: tuple[int, ...]
     torch: str | None = None
-    cuda: str | None = None
+    cuda: str | None = None  # torch.version.cuda: None for a CPU build
     cuda_available: bool = False
     device_count: int = 0
-    error: str | None = None
+    error: str | None = None  # torch cannot be imported
+    cuda_error: str | None = None  # why a CUDA build cannot use CUDA here
+    nccl: str | None = None  # the NCCL version torch loaded (asked only when CUDA is available)
+    nccl_error: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """The node's GPUs as it knows them without torch."""
+
+    installed: int  # NVIDIA GPUs on the instance, driver or not (gpus.installed_gpu_count)
+    listed: int  # those the driver lists, within CUDA_VISIBLE_DEVICES (gpus.visible_gpu_count)
+    driver: tuple[int, ...] | None = None  # the driver's version; None: no driver (no nvidia-smi)
+
+
+NO_GPUS = GpuFacts(installed=0, listed=0)
+
+
+@dataclass(frozen=True)
+class CudaFamily:
+    min_driver: tuple[int, ...]  # the oldest Linux driver that runs what any release of the family built
+    wheels: str  # the PyTorch wheel index of the family to install for such a driver (WHEEL_INDEX + wheels)
+
+
+# By CUDA major version, from NVIDIA's "CUDA Compatibility" guide, Minor Version Compatibility, Table 1 (13.x >= 580,
+# 12.x >= 525, 11.x >= 450; https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html) and
+# the CUDA Toolkit Release Notes' table "CUDA Toolkit and Minimum Required Driver Version for CUDA Minor Version
+# Compatibility" (12.x >= 525.60.13, 11.x >= 450.80.02; https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/).
+# Since CUDA 11 a build of any minor release runs on its family's oldest driver, so that, not the driver the
+# toolkit shipped with (CUDA 12.4: 550.54.14), is the line between a node that trains and one that cannot. 11.0
+# itself shipped with 450.36.06, but the family needs 450.80.02.
+CUDA_FAMILIES = {
+    13: CudaFamily((580,), "cu130"),
+    12: CudaFamily((525, 60, 13), "cu126"),
+    11: CudaFamily((450, 80, 2), "cu118"),
+}
+# What a node without any driver is told to install, with the torch that runs on it: the family of most GPU images.
+SUGGESTED_FAMILY = 12
+
+
+def driver_text(version: tuple[int, ...]) -> str:
+    """As NVIDIA writes it: 450.80.02."""
+    return ".".join([str(version[0]), *(f"{part:02d}" for part in version[1:])])
+
+
+def wheel_for(driver: tuple[int, ...]) -> str | None:
+    """The PyTorch wheel index of the newest CUDA family this driver runs; None when it is older than all."""
+    fits = [major for major, family in CUDA_FAMILIES.items() if driver >= family.min_driver]
+    return CUDA_FAMILIES[max(fits)].wheels if fits else None
+
+
+def _install(wheels: str) -> str:
+    return f"pip install torch --index-url {WHEEL_INDEX}{wheels}"
+
+
+def _driver_and_torch() -> str:
+    """The fix where no driver runs a CUDA build of torch: both, of the suggested family."""
+    suggested = CUDA_FAMILIES[SUGGESTED_FAMILY]
+    return f"install the NVIDIA driver {driver_text(suggested.min_driver)} or newer, then {_install(suggested.wheels)}"
 
 
 def probe_torch(python: str, env: Mapping[str, str], cwd: Path) -> TorchProbe:
@@ -63,32 +141,56 @@ def probe_torch(python: str, env: Mapping[str, str], cwd: Path) -> TorchProbe:
         return TorchProbe(python=(), error=f"{python} failed: {(done.stderr or done.stdout).strip()[-500:]}")
     return TorchProbe(python=tuple(info["python"]), torch=info.get("torch"), cuda=info.get("cuda"),
                       cuda_available=bool(info.get("cuda_available")), device_count=int(info.get("device_count", 0)),
-                      error=info.get("error"))
+                      error=info.get("error"), cuda_error=info.get("cuda_error"), nccl=info.get("nccl"),
+                      nccl_error=info.get("nccl_error"))
 
 
-def _version(text: str) -> tuple[int, int]:
-    major, minor = text.split(".")[:2]
-    return int(major), int(minor)
+def _gpu_problem(probe: TorchProbe, node: GpuFacts, processes: int) -> str | None:
+    """What keeps a node with GPUs from training on them (the first cause found: the others follow from it)."""
+    count = max(node.installed, node.listed)
+    family = CUDA_FAMILIES.get(int(probe.cuda.split(".")[0])) if probe.cuda else None
+    built = f"torch {probe.torch} (CUDA {probe.cuda})"
+    if node.driver is None and not probe.cuda_available:  # a container may use the driver without nvidia-smi
+        missing = f"the node has {count} NVIDIA GPU(s) and no driver (no nvidia-smi)"
+        if family is not None:
+            return (f"{missing}: install the NVIDIA driver {driver_text(family.min_driver)} or newer, the oldest "
+                    f"that runs {built}")
+        if probe.cuda is not None:
+            return f"{missing}: install the NVIDIA driver that {built} needs"
+        return f"{missing}, and torch {probe.torch} is a CPU build: {_driver_and_torch()}"
+    wheels = None if node.driver is None else wheel_for(node.driver)
+    if node.driver is not None and family is not None and node.driver < family.min_driver:
+        instead = f", or the torch built for this driver: {_install(wheels)}" if wheels else ""
+        return (f"the NVIDIA driver {driver_text(node.driver)} is too old for {built}, which needs "
+                f"{driver_text(family.min_driver)} or newer: install driver {driver_text(family.min_driver)} or "
+                f"newer{instead}")
+    if not probe.cuda_available:
+        if probe.cuda is None:
+            fix = _install(wheels) if wheels else _driver_and_torch()
+            return f"the node has {count} NVIDIA GPU(s) but torch {probe.torch} is a CPU build: {fix}"
+        why = probe.cuda_error or "torch.cuda.is_available() is False"
+        return f"{built} cannot use the node's {count} GPU(s): {why}"
+    expected = node.listed or node.installed
+    if probe.device_count != expected:
+        return f"torch sees {probe.device_count} GPU(s), the node has {expected}"
+    if processes > 1 and probe.nccl is None:
+        fix = _install(wheels or (family.wheels if family else CUDA_FAMILIES[SUGGESTED_FAMILY].wheels))
+        return (f"the training's {processes} processes need NCCL, and torch {probe.torch} cannot load it "
+                f"({probe.nccl_error}): install a torch that bundles it, {fix}")
+    return None
 
 
-def problems(probe: TorchProbe, gpu_count: int, driver_cuda: tuple[int, int] | None,
-             free_bytes: Mapping[Path, int]) -> list[str]:
-    """Everything wrong, as sentences; [] when the node is fit to train."""
+def problems(probe: TorchProbe, node: GpuFacts, processes: int, free_bytes: Mapping[Path, int]) -> list[str]:
+    """Everything wrong, as sentences with their fixes; [] when the node is fit to train. ``processes``: the
+    training's, on all its nodes."""
     found = []
     if probe.python and probe.python[:2] < MIN_PYTHON:
         found.append(f"Python {'.'.join(map(str, probe.python))} is too old: {'.'.join(map(str, MIN_PYTHON))}+ "
                      "is needed")
     if probe.error is not None:
         found.append(f"torch cannot be imported: {probe.error}")
-    elif gpu_count > 0:
-        if not probe.cuda_available:
-            found.append(f"the node has {gpu_count} GPU(s) but torch {probe.torch} cannot use CUDA "
-                         f"(torch.version.cuda={probe.cuda}): install a CUDA build of torch")
-        elif probe.device_count != gpu_count:
-            found.append(f"torch sees {probe.device_count} GPU(s), the node has {gpu_count}")
-        if probe.cuda and driver_cuda is not None and driver_cuda < _version(probe.cuda):
-            found.append(f"the driver supports CUDA {driver_cuda[0]}.{driver_cuda[1]}, torch {probe.torch} needs "
-                         f"CUDA {probe.cuda}: use an image with a newer driver or a torch built for an older CUDA")
+    elif (node.installed or node.listed) and (gpu := _gpu_problem(probe, node, processes)) is not None:
+        found.append(gpu)
     for path, free in free_bytes.items():
         if free < MIN_FREE_BYTES:
             found.append(f"only {free >> 20} MiB free in {path}: at least {MIN_FREE_BYTES >> 20} MiB is needed")
@@ -102,15 +204,19 @@ def _free_bytes(path: Path) -> int:
     return shutil.disk_usage(existing).free
 
 
-def run_preflight(python: str, env: Mapping[str, str], cwd: Path, folders: list[Path]) -> TorchProbe:
-    """Check the node; raise AttemptEnded(PREFLIGHT_FAILED) with every problem found."""
+def run_preflight(python: str, env: Mapping[str, str], cwd: Path, folders: list[Path], train: TrainSpec,
+                  nnodes: int) -> TorchProbe:
+    """Check the node for ``train`` on ``nnodes`` nodes; raise AttemptEnded(PREFLIGHT_FAILED) with every problem
+    found."""
     try:
-        gpu_count = gpus.visible_gpu_count()
-        driver = gpus.driver_cuda_version() if gpu_count else None
+        listed = gpus.visible_gpu_count()
+        installed = gpus.installed_gpu_count()
+        driver = gpus.driver_version() if listed or installed else None
     except gpus.GpuProbeError as exc:
         raise AttemptEnded(Outcome.PREFLIGHT_FAILED, f"the GPU driver does not answer: {exc}") from exc
     probe = probe_torch(python, env, cwd)
-    found = problems(probe, gpu_count, driver, {f: _free_bytes(f) for f in folders})
+    processes = processes_per_node(train, listed) * nnodes
+    found = problems(probe, GpuFacts(installed, listed, driver), processes, {f: _free_bytes(f) for f in folders})
     if found:
         raise AttemptEnded(Outcome.PREFLIGHT_FAILED, "; ".join(found))
     return probe

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from orchestrator.contract import RECENT_METRICS, GpuStat, MetricsAt, Phase, Progress, Status
+from orchestrator.gpu_watch import GpuWatch
 
 
 class StatusBoard:
@@ -19,6 +20,7 @@ class StatusBoard:
         self._clock = clock
         self._trained = 0.0  # the training's time in the phases of TRAINING that ended
         self._training_since: float | None = None  # when the current one began
+        self._gpu_watch = GpuWatch()
 
     def _update(self, wake: bool = False, **fields: object) -> None:
         with self._lock:
@@ -74,9 +76,10 @@ class StatusBoard:
         self._update(wake=True, notice_time=notice_time)
 
     def snapshot(self, gpus: list[GpuStat]) -> Status:
-        """The next heartbeat: a new seq, the current time and GPU figures."""
+        """The next heartbeat: a new seq, the current time and GPU figures, folded into the training's so far."""
         with self._lock:
+            self._gpu_watch = self._gpu_watch.observe(self._clock(), self._status.phase, gpus)
             self._status = self._status.model_copy(update={
                 "seq": self._status.seq + 1, "time": time.time(), "gpus": gpus,
-                "training_seconds": self._training_seconds()})
+                "training_seconds": self._training_seconds(), "gpu_use": self._gpu_watch.use})
             return self._status

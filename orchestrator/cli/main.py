@@ -27,7 +27,7 @@ from ..home import HomeError, store_url
 from ..lifecycle.machine import EXIT_CODES, JobState
 from ..spec import JobSpec
 from ..spec.durations import parse_duration
-from ..state.store import Store, StoreError
+from ..state.store import JobRecord, Store, StoreError
 from ..sweep.view import show_values
 from ..target import in_ci, refuse_silent_emulator
 from . import render
@@ -188,7 +188,7 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
 
 
 def _finish(store: Store, job: Any, output: str, ci: CiReport | None = None) -> None:
-    view = api.agent_view(job)
+    view = api.agent_view(job, every_node=True)
     gated = tell(ci, store, job, view) if ci is not None else None
     api.release_embedded(store)  # after reading the agents' last words from it
     events = store.events(job.job_id)
@@ -245,7 +245,7 @@ def status(
         record = jobs[0]
     else:
         record = api.find_job(store, job)
-    view = api.agent_view(record)
+    view = api.agent_view(record, every_node=True)
     nodes, events = api.job_history(store, record)
     if output == "json":
         render.print_json(render.job_json(record, events, nodes, view))
@@ -291,11 +291,20 @@ def logs(
     record = api.find_job(store, job)
     if attempt is not None and not 1 <= attempt <= record.attempt:
         raise Abort(f"--attempt {attempt}: {record.job_id} has attempts 1..{record.attempt}", EXIT_BAD_INPUT)
-    nodes = sorted({n.node for n in api.job_history(store, record)[0] if n.attempt == (attempt or record.attempt)})
+    history = api.job_history(store, record)[0]
+    nodes = sorted({n.node for n in history if n.attempt == (attempt or record.attempt)})
     if node < 0 or (nodes and node not in nodes):  # no nodes yet: `logs -f` waits for them
         known = f"the attempt's nodes are {', '.join(map(str, nodes))}" if nodes else "nodes are numbered from 0"
         raise Abort(f"--node {node}: {known}", EXIT_BAD_INPUT)
-    for text in api.follow_logs(store, record, attempt, node, follow):
+    gpus = render.StarvedGpus(render.err)  # on stderr: stdout is the log as it was written
+
+    def look(current: JobRecord) -> None:
+        beat = api.heartbeats(current, [node], attempt).get(node)
+        if beat is not None:
+            types = [n.instance_type for n in history if n.attempt == beat.attempt and n.node == node]
+            gpus.tell(current, node, types[0] if types else None, beat)
+
+    for text in api.follow_logs(store, record, attempt, node, follow, look):
         sys.stdout.write(text)
         sys.stdout.flush()
 

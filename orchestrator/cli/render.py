@@ -12,12 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from ..api import AgentView, PlanReport
-from ..contract import Fingerprint, FingerprintEntry, Location
+from ..contract import Fingerprint, FingerprintEntry, GpuUse, Location, Status
 from ..fingerprint import digest
+from ..gpu_watch import LOW_UTILISATION, starved
 from ..lifecycle.machine import EXIT_CODES, JobState
 from ..lifecycle.observation import Observation
 from ..plan import sizing
+from ..plan.models import Plan
 from ..providers.tencent.vocabulary import ChargeType
+from ..spec import JobSpec
 from ..state.store import Event, JobRecord, NodeRecord
 from ..units import duration
 
@@ -183,6 +186,8 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
             for n in nodes
         ],
         "agent": None if view is None or view.status is None else view.status.model_dump(mode="json"),
+        "gpu_use": [{"node": node, **use.model_dump(mode="json"), "starved": starved(use)}
+                    for node, use in gpu_uses(view).items()],
         "result": None if view is None or view.result is None else view.result.model_dump(mode="json"),
         "checkpoints": []
         if view is None or view.manifest is None
@@ -233,6 +238,12 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
             + (f", step {s.step}" if s.step is not None else "")
             + (f", loss {s.loss:.4f}" if s.loss is not None else "")
         )
+    for node, use in gpu_uses(view).items():
+        if starved(use):
+            current = [n.instance_type for n in nodes if n.attempt == job.attempt and n.node == node]
+            console.print(gpu_hint(job, node, current[0] if current else None, use), style="yellow", markup=False)
+        else:
+            console.print(f"GPU: node {node} at {use.mean_utilization:g}% on average while training")
     if view is not None and view.manifest is not None and view.manifest.checkpoints:
         latest = view.manifest.latest()
         assert latest is not None
@@ -254,12 +265,56 @@ def jobs_table(jobs: list[JobRecord]) -> Table:
     return table
 
 
+# -- GPU utilisation -----------------------------------------------------------------------------------------
+def gpu_uses(view: AgentView | None) -> dict[int, GpuUse]:
+    """Each node's GPU use over the training, as its last heartbeat says (nodes without GPU figures left out)."""
+    beats = {} if view is None else view.heartbeats
+    return {node: beat.gpu_use for node, beat in sorted(beats.items()) if beat.gpu_use is not None}
+
+
+def gpu_hint(job: JobRecord, node: int, instance_type: str | None, use: GpuUse) -> str:
+    """What a node whose GPUs wait (gpu_watch.starved) is told: the usual cause and its fixes, in the numbers of
+    the node (its type's vCPUs, the processes the agent starts there) and of the job (where its data is)."""
+    spec = JobSpec.model_validate(job.spec)
+    candidates = Plan.model_validate(job.plan).candidates
+    placement = next((p for p in candidates if p.instance_type == instance_type), candidates[0])
+    processes = sizing.processes_per_node(spec.train, placement.gpus)
+    # A plan stored before placements had their vCPUs (cpus 0) cannot say the number.
+    workers = (f"num_workers={sizing.num_workers(placement.cpus, processes)} (⅔ of {placement.instance_type}'s "
+               f"{placement.cpus} vCPUs / {processes} process(es) per node)" if placement.cpus
+               else f"num_workers up to ⅔ of the vCPUs / {processes} process(es) per node")
+    data = (f"read the data from {', '.join(f'$CVMJOB_DATA_DIR/{d.target}' for d in spec.data)}, where it is synced "
+            "to the node's local disk (its NVMe where the type has one) before training" if spec.data
+            else "list the data under data: in the spec, so that it is synced to the node's local NVMe before "
+                 "training instead of read over the network")
+    return (f"node {node}: GPU utilisation below {LOW_UTILISATION:g}% for {duration(use.low_seconds)} of training "
+            f"(mean {use.mean_utilization:g}%): the data loader is likely the bottleneck. Give the DataLoader "
+            f"{workers}, persistent_workers=True, pin_memory=True; {data}")
+
+
+class StarvedGpus:
+    """Tells of a node whose GPUs wait (gpu_watch.starved) the first time a heartbeat says so: once a job, not at
+    every look (`run`'s rounds, `logs -f`'s polls)."""
+
+    def __init__(self, out: Console) -> None:
+        self._out = out
+        self._told: set[int] = set()
+
+    def tell(self, job: JobRecord, node: int, instance_type: str | None, status: Status) -> None:
+        if node in self._told or status.gpu_use is None or not starved(status.gpu_use):
+            return
+        self._told.add(node)
+        self._out.print(f"{time.strftime('%H:%M:%S')}   {gpu_hint(job, node, instance_type, status.gpu_use)}",
+                        style="yellow", markup=False)
+
+
 # -- live progress -------------------------------------------------------------------------------------------
 class Progress:
     """One line per change while a job runs (works in logs and CI as well as in a terminal)."""
 
     def __init__(self) -> None:
         self._last = ""
+        self._gpus = StarvedGpus(console)
 
     def event(self, kind: str, message: str) -> None:
         console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}")
@@ -267,6 +322,9 @@ class Progress:
     def round(self, job: JobRecord, observation: Observation | None) -> None:
         if observation is None or not observation.nodes:
             return
+        for seen in observation.nodes:
+            if seen.status is not None:
+                self._gpus.tell(job, seen.node, seen.instance.instance_type if seen.instance else None, seen.status)
         status = observation.nodes[0].status
         if status is None:
             return
@@ -296,6 +354,8 @@ def summary(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: 
     )
     saved = f"; {money(bill['saved_cny'])} less than on demand" if bill["saved_cny"] > 0 else ""
     console.print(f"  cost           {money(job.cost_cny)}{attempts}{saved}")
+    if uses := gpu_uses(view):
+        console.print("  GPU use (mean) " + ", ".join(f"node {n}: {u.mean_utilization:g}%" for n, u in uses.items()))
     if view is not None and view.manifest is not None and view.manifest.checkpoints:
         latest = view.manifest.latest()
         assert latest is not None
