@@ -324,6 +324,9 @@ class Result(_Model):
     metrics: Metrics = Field(default_factory=dict)
     metrics_step: int | None = None
     outputs_uploaded: int = 0
+    # The data sync of this attempt (`cvmjob bench` reads COS → NVMe from them); the defaults decode older results.
+    sync_bytes: int = 0  # downloaded: files a previous attempt on this node left in place are not counted
+    sync_seconds: float | None = None  # None: the attempt ended before its sync did
     time: float
     image: ImageContents | None = None  # node 0 of a job to snapshot, when the training succeeded
 

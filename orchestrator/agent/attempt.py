@@ -87,6 +87,7 @@ class Attempt:
         self.board = StatusBoard(cfg.attempt, cfg.node_rank, instance_id)
         self.stop = StopSignal()
         self.outputs_uploaded = 0
+        self.synced: tuple[int, float | None] = (0, None)  # bytes downloaded, seconds: the result's sync_*
         self._training: Launched | None = None
 
     # -- the whole run -------------------------------------------------------------------------------------
@@ -166,7 +167,8 @@ class Attempt:
         return Result(attempt=self.cfg.attempt, node_rank=self.cfg.node_rank, instance_id=self.instance_id,
                       outcome=end.outcome, exit_code=end.exit_code, reason=end.reason, final_step=reported.step,
                       metrics=reported.metrics, metrics_step=reported.metrics_step,
-                      outputs_uploaded=self.outputs_uploaded, time=time.time())
+                      outputs_uploaded=self.outputs_uploaded, sync_bytes=self.synced[0],
+                      sync_seconds=self.synced[1], time=time.time())
 
     # -- the phases ----------------------------------------------------------------------------------------
     def _phases(self) -> TrainingEnd:
@@ -192,7 +194,9 @@ class Attempt:
 
         self.board.set_phase(Phase.SYNCING)
         entries = [DataEntry(d.source.bucket, d.source.prefix, d.target) for d in spec.data]
-        sync_data(entries, folders.data, self.stores, self.board, self.stop)
+        started = time.monotonic()
+        synced = sync_data(entries, folders.data, self.stores, self.board, self.stop)
+        self.synced = (synced.bytes_downloaded, time.monotonic() - started)
 
         self.board.set_phase(Phase.RESTORING)
         uploader = CheckpointUploader(folders.checkpoints, self.stores.bucket(self.cfg.checkpoints.bucket),

@@ -31,6 +31,7 @@ from ..state.store import JobRecord, Store, StoreError
 from ..sweep.view import show_values
 from ..target import in_ci, refuse_silent_emulator
 from . import render
+from .bench import bench_app
 from .ci import BaselineOption, CiReport, GateOption, SummaryOption, tell
 from .controller import controller_app
 from .cost import cost
@@ -42,6 +43,7 @@ from .sweep import sweep_app
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0], pretty_exceptions_enable=False
 )
+app.add_typer(bench_app, name="bench")
 app.add_typer(controller_app, name="controller")
 app.add_typer(emulator_app, name="emulator")
 app.add_typer(pool_app, name="pool")
