@@ -21,31 +21,34 @@ from orchestrator.providers.tencent.vocabulary import ChargeType
 from orchestrator.state.store import NodeRecord, Store
 from orchestrator.sweep import study as S
 
-NOW = time.time()  # the command's clock: the running job's estimate is its price so far, --since counts back
+NOW = time.time()  # a fixed instant for the pure --since arithmetic
 DAY = 86_400.0
-NODE = NodeRecord("job-old", 1, 0, "tok", "ap-guangzhou-3", "GN7.2XLARGE32", ChargeType.SPOT, 2.0, "ins-1", "gone",
-                  running_at=NOW - 10 * DAY, ended_at=NOW - 10 * DAY + 3600, cost_cny=2.0, cost_source="bill",
-                  training_seconds=2700.0)
 
 
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A store with an ended job of ten days ago (2 CNY, 0.50 of it not training), tagged, and one running now."""
+    """A store with an ended job of ten days ago (2 CNY, 0.50 of it not training), tagged, and one running now.
+    Its clock is read here, not at import: the command's is the real one (the running job's estimate is its price
+    so far), and a test run long after its collection saw the running job cost more than the ended one."""
+    now = time.time()
+    node = NodeRecord("job-old", 1, 0, "tok", "ap-guangzhou-3", "GN7.2XLARGE32", ChargeType.SPOT, 2.0, "ins-1",
+                      "gone", running_at=now - 10 * DAY, ended_at=now - 10 * DAY + 3600, cost_cny=2.0,
+                      cost_source="bill", training_seconds=2700.0)
     path = tmp_path / "state.db"
     monkeypatch.setenv("CVMJOB_DB", str(path))
     store = Store(path)
-    for job_id, name, created, tags in (("job-old", "bert", NOW - 10 * DAY, {"team": "nlp"}),
-                                        ("job-new", "resnet", NOW - 3600, {})):
-        store.create_job(job_id, name, {"name": name, "tags": tags}, {}, {}, now=created, deadline=NOW + DAY,
+    for job_id, name, created, tags in (("job-old", "bert", now - 10 * DAY, {"team": "nlp"}),
+                                        ("job-new", "resnet", now - 3600, {})):
+        store.create_job(job_id, name, {"name": name, "tags": tags}, {}, {}, now=created, deadline=now + DAY,
                          source_dir="/", settings={})
-    token = store.acquire("job-old", "test", ttl=60, now=NOW)
-    store.put_node(token, NODE)
+    token = store.acquire("job-old", "test", ttl=60, now=now)
+    store.put_node(token, node)
     for before, state in ((JobState.PENDING, JobState.STAGING), (JobState.STAGING, JobState.TEARING_DOWN),
                           (JobState.TEARING_DOWN, JobState.SUCCEEDED)):
-        store.transition("job-old", token, before, state, "", NOW - 9 * DAY)
-    store.update("job-old", token, NOW - 9 * DAY, cost_cny=2.0)
-    token = store.acquire("job-new", "test", ttl=60, now=NOW)
-    store.put_node(token, replace(NODE, job_id="job-new", instance_id="ins-2", running_at=NOW - 1800, ended_at=None,
+        store.transition("job-old", token, before, state, "", now - 9 * DAY)
+    store.update("job-old", token, now - 9 * DAY, cost_cny=2.0)
+    token = store.acquire("job-new", "test", ttl=60, now=now)
+    store.put_node(token, replace(node, job_id="job-new", instance_id="ins-2", running_at=now - 1800, ended_at=None,
                                   cost_cny=None, cost_source=None, training_seconds=None))
     store.close()
     return path
