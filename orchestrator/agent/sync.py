@@ -103,22 +103,29 @@ class _Index:
         self.objects: dict[str, dict[str, object]] = doc.get("objects", {}) if doc.get("source") == source else {}
         self._lock = threading.Lock()  # the downloads' records
         self._saving = threading.Lock()  # one save at a time, so an older snapshot never lands after a newer one
+        self._changes = 0  # records and removals so far; a save with none since the last one costs no os.sync
+        self._saved = 0
 
     def record(self, rel: str, obj: ObjectInfo) -> None:
         with self._lock:
             self.objects[rel] = {"size": obj.size, "etag": obj.etag}
+            self._changes += 1
 
     def forget(self, rel: str) -> None:
         with self._lock:
             self.objects.pop(rel, None)
+            self._changes += 1
 
     def save(self) -> None:
         with self._saving:
             with self._lock:
-                doc = json.dumps({"source": self.source, "objects": self.objects}).encode()
+                if self._changes == self._saved:
+                    return
+                changes, doc = self._changes, json.dumps({"source": self.source, "objects": self.objects}).encode()
             os.sync()  # the files recorded above were written and closed before it
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(self.path, doc)
+            self._saved = changes
 
 
 class _FileProgress:
