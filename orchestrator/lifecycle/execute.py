@@ -458,6 +458,11 @@ class Executor:
         except TransientError as exc:
             self.emit("retry", f"TerminateInstances failing ({exc.code}); retrying")
             return Next.LOOK_AGAIN
+        except StateConflictError as exc:
+            # A cancel while the instance is still being created (PENDING) gets here: the next look, which finds
+            # it still to be terminated, asks again.
+            self.emit("retry", f"an instance cannot be terminated yet ({exc.code}); retrying")
+            return Next.LOOK_AGAIN
         now = self.now()
         for node in self.store.nodes(self.job_id):
             if node.instance_id in action.instance_ids and node.ended_at is None:

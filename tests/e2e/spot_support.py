@@ -127,12 +127,24 @@ class JobWatch:
         )
         return found - 1
 
+    def _document(self, key: str) -> dict[str, Any] | None:
+        if not self._cos.object_exists(Bucket=STATE_BUCKET, Key=key):
+            return None
+        doc: dict[str, Any] = json.loads(self._read(key))
+        return doc
+
+    def manifest(self) -> list[dict[str, Any]]:
+        """The complete checkpoints the manifest lists, as it has them (none before the first)."""
+        doc = self._document(JobLayout(self.job_id).checkpoints_prefix + "manifest.json")
+        return list(doc["checkpoints"]) if doc else []
+
     def manifest_steps(self) -> list[int]:
         """Steps of the complete checkpoints the manifest lists (the newest last)."""
-        key = JobLayout(self.job_id).checkpoints_prefix + "manifest.json"
-        if not self._cos.object_exists(Bucket=STATE_BUCKET, Key=key):
-            return []
-        return sorted(int(c["step"]) for c in json.loads(self._read(key))["checkpoints"])
+        return sorted(int(c["step"]) for c in self.manifest())
+
+    def status(self, attempt: int, node: int = 0) -> dict[str, Any] | None:
+        """The node's newest status document (its heartbeat), if it wrote one yet."""
+        return self._document(JobLayout(self.job_id).status(attempt, node))
 
     def result(self, attempt: int, node: int = 0) -> dict[str, Any]:
         doc: dict[str, Any] = json.loads(self._read(JobLayout(self.job_id).result(attempt, node)))

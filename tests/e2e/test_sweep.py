@@ -18,11 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.contract import JobLayout
 from orchestrator.tags import TAG_ATTEMPT, TAG_JOB
 from tests.e2e.conftest import Cli
-from tests.e2e.spot_support import GONE, STATE_BUCKET, job_folder, nothing_left, start_steps, steps_in
-from tests.emulator.conftest import make_cos
+from tests.e2e.spot_support import GONE, JobWatch, job_folder, nothing_left, start_steps, steps_in
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -127,12 +125,7 @@ def metric_sweep(study: str, flags: str, **fields: Any) -> dict[str, Any]:
 
 
 def status_doc(cli: Cli, job_id: str, attempt: int) -> dict[str, Any] | None:
-    cos = make_cos(cli.emulator)
-    key = JobLayout(job_id).status(attempt, 0)
-    if not cos.object_exists(Bucket=STATE_BUCKET, Key=key):
-        return None
-    doc: dict[str, Any] = json.loads(cos.get_object(Bucket=STATE_BUCKET, Key=key)["Body"].get_raw_stream().read())
-    return doc
+    return JobWatch(cli.emulator, job_id).status(attempt)
 
 
 def shipped_log(cli: Cli, job_id: str, attempt: int) -> str:

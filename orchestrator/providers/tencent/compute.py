@@ -180,26 +180,41 @@ def describe(sdk: TencentSdk, instance_ids: list[str]) -> dict[str, InstanceView
 
 
 # Terminating something already going or gone is success (reference §2.4 / §9.2: which code the API picks for
-# an already-terminated id is undocumented, so all of them count).
+# an already-terminated id is undocumented, so all of them count). A LAUNCH_FAILED instance cannot be terminated:
+# the cloud removes it itself (§1.3).
 _ALREADY_GONE = (
     "InvalidInstanceId.NotFound",
     "UnsupportedOperation.InstanceStateTerminated",
     "UnsupportedOperation.InstanceStateTerminating",
+    "UnsupportedOperation.InstanceStateLaunchFailed",
     "InvalidInstanceState.Terminating",
 )
 
 
 def terminate(sdk: TencentSdk, instance_ids: list[str]) -> None:
+    """Every instance named is going or gone, or StateConflictError: one could not be terminated in the state it
+    is in (PENDING, STARTING, REBOOTING, …: a later call can) while the others were. One id that fails a batch,
+    gone or in such a state, fails the whole batch, so the batch is then retried one id at a time."""
+    conflicts: list[errors.CloudError] = []
     for start in range(0, len(instance_ids), MAX_IDS):
         chunk = instance_ids[start : start + MAX_IDS]
         try:
             sdk.call("cvm", "TerminateInstances", {"InstanceIds": chunk})
         except errors.CloudError as exc:
-            if exc.code not in _ALREADY_GONE:
+            gone = exc.code in _ALREADY_GONE
+            if not gone and not isinstance(exc, errors.StateConflictError):
                 raise
-            if len(chunk) > 1:  # one gone id fails the batch: retry the others one by one
-                for instance_id in chunk:
+            if len(chunk) == 1:
+                if not gone:
+                    conflicts.append(exc)
+                continue
+            for instance_id in chunk:
+                try:
                     terminate(sdk, [instance_id])
+                except errors.StateConflictError as one:
+                    conflicts.append(one)
+    if conflicts:
+        raise conflicts[0]
 
 
 def reset_instance(sdk: TencentSdk, instance_id: str, image_id: str, user_data_b64: str | None) -> None:

@@ -115,6 +115,22 @@ def test_terminating_an_instance_already_gone_is_success(run: Run) -> None:
     wait_until("the instance to go", lambda: not run.instances() or None, 30)
 
 
+def test_an_instance_still_pending_is_terminated_at_a_later_look(run: Run) -> None:
+    start(run)
+    run.executor.run(A.Launch(0))
+    (node,) = run.store.nodes(run.job_id, 1)
+    assert node.instance_id is not None
+    # The emulator's clock stands still: the instance stays PENDING, which TerminateInstances refuses.
+    assert run.executor.run(A.Terminate((node.instance_id,), "cancelled while launching")) is Next.LOOK_AGAIN
+    assert [m for kind, m in run.told if kind == "retry"] == [
+        "an instance cannot be terminated yet (UnsupportedOperation.InstanceStatePending); retrying"]
+    assert run.store.nodes(run.job_id, 1)[0].ended_at is None  # still to be terminated
+    run.emulator.admin.advance(5)
+    wait_until("RUNNING", lambda: any(i.state == InstanceState.RUNNING for i in run.instances()) or None, 30)
+    assert run.executor.run(A.Terminate((node.instance_id,), "cancelled while launching")) is Next.CONTINUE
+    wait_until("the instance to go", lambda: not run.instances() or None, 30)
+
+
 def test_create_image_adopts_the_image_made_before_a_crash(run: Run) -> None:
     ex = run.executor
     instance_id = running(run)

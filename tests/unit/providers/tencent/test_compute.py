@@ -5,7 +5,9 @@ from typing import Any
 import pytest
 
 from orchestrator.providers.tencent import compute
+from orchestrator.providers.tencent._sdk import classify
 from orchestrator.providers.tencent.compute import InstanceView, LaunchRequest
+from orchestrator.providers.tencent.errors import StateConflictError
 from orchestrator.providers.tencent.vocabulary import ChargeType, InstanceState
 from tests.unit.providers.tencent.fakes import PagedList
 
@@ -95,3 +97,36 @@ def test_describe_asks_at_most_a_hundred_ids_at_a_time_and_leaves_out_the_unknow
     assert set(found) == set(ids[::2])
     assert all(found[i].instance_id == i for i in found)
     assert [len(chunk) for chunk in fake.asked] == [100, 100, 50]
+
+
+class Terminating:
+    """TerminateInstances as the API answers it: one id it cannot terminate fails the whole batch, with that id's
+    error (NotFound, or the state it is in); otherwise every id is terminated."""
+
+    def __init__(self, pending: set[str], launch_failed: set[str], gone: set[str]) -> None:
+        self.pending, self.launch_failed, self.gone = pending, launch_failed, gone
+        self.terminated: list[str] = []
+
+    def call(self, service: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert (service, action) == ("cvm", "TerminateInstances")
+        ids = params["InstanceIds"]
+        for instance_id in ids:
+            if instance_id in self.gone:
+                raise classify("InvalidInstanceId.NotFound", instance_id)
+            if instance_id in self.launch_failed:
+                raise classify("UnsupportedOperation.InstanceStateLaunchFailed", instance_id)
+            if instance_id in self.pending:
+                raise classify("UnsupportedOperation.InstanceStatePending", instance_id)
+        self.terminated += ids
+        return {}
+
+
+def test_a_batch_one_instance_fails_is_terminated_one_by_one_and_a_pending_one_is_named_for_later() -> None:
+    ids = [f"ins-{i:08d}" for i in range(150)]
+    fake = Terminating(pending={ids[3]}, launch_failed={ids[120]}, gone={ids[7], ids[130]})
+    with pytest.raises(StateConflictError, match=ids[3]):
+        compute.terminate(fake, ids)  # type: ignore[arg-type]
+    assert sorted(fake.terminated) == sorted(set(ids) - {ids[3], ids[7], ids[120], ids[130]})
+    fake.pending.clear()  # it has left PENDING
+    compute.terminate(fake, [ids[3], ids[7], ids[120]])  # type: ignore[arg-type]
+    assert fake.terminated[-1] == ids[3]
