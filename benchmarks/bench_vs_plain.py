@@ -80,7 +80,7 @@ def command(cli: Cli, instance_type: str, steps: int, batch: int) -> float:
     if ran.returncode != 0:
         raise SystemExit(f"cvmjob bench exited {ran.returncode}:\n{ran.stdout[-2000:]}\n{ran.stderr[-3000:]}")
     result = json.loads(ran.stdout)
-    if result["device"] != "cuda":
+    if result["device"] != "gpu":
         raise SystemExit(f"cvmjob bench ran on {result['device']}, not the GPU: {ran.stdout[-2000:]}")
     return float(result["images_per_s_1"])
 
