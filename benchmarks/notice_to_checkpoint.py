@@ -41,34 +41,35 @@ from tests.waiting import wait_until
 
 @dataclass(frozen=True)
 class Reclaim:
-    attempt: int
     step_at_notice: int
     periodic_step: int  # the newest periodic checkpoint at the notice: where a notice-blind resume starts
-    seen_s: float  # the notice -> the agent's heartbeat carries it
+    seen_s: float | None  # the notice -> the agent's heartbeat carries it (None: not seen before the commit)
     committed_s: float  # the notice -> the manifest lists the emergency checkpoint
     emergency_step: int
     size_mb: float
 
 
-def one_reclaim(cli: Cli, watch: JobWatch, attempt: int, notice: float, after_steps: int) -> Reclaim:
-    instance = watch.running(attempt, timeout=900)[0]
-    first = wait_until(f"attempt {attempt} to train", lambda: (s := watch.last_step(attempt)) >= 0 and s + 1, 900) - 1
-    at_step = watch.wait_for_step(attempt, first + after_steps, timeout=900)
+def reclaim_once(cli: Cli, watch: JobWatch, notice: float, after_steps: int) -> Reclaim:
+    """The job's first attempt, once it has trained ``after_steps`` steps, gets a notice; timed to its commit."""
+    instance = watch.running(1, timeout=900)[0]
+    first = watch.wait_for_step(1, 0, timeout=900)
+    at_step = watch.wait_for_step(1, first + after_steps, timeout=900)
     periodic = max((c["step"] for c in watch.manifest()), default=-1)
     notice_at = float(cli.emulator.admin.reclaim(instance["instance_id"], notice_seconds=notice)["notice_at"])
     seen: float | None = None
-    deadline = notice_at + notice
-    while time.time() < deadline:
-        if seen is None and ((watch.status(attempt) or {}).get("notice_time")):
+    while time.time() < notice_at + notice:
+        if seen is None and (watch.status(1) or {}).get("notice_time"):
             seen = time.time() - notice_at
-        emergency = [c for c in watch.manifest() if c.get("emergency") and c["attempt"] == attempt]
+        emergency = [c for c in watch.manifest() if c.get("emergency")]
         if emergency:
-            committed = time.time() - notice_at
-            entry = emergency[0]
-            return Reclaim(attempt, at_step, periodic, committed if seen is None else seen, committed,
-                           entry["step"], entry["size"] / 1e6)
+            return Reclaim(at_step, periodic, seen, time.time() - notice_at, emergency[0]["step"],
+                           emergency[0]["size"] / 1e6)
         time.sleep(0.1)
-    raise SystemExit(f"attempt {attempt}: no emergency checkpoint in the manifest within the {notice:.0f} s notice")
+    raise SystemExit(f"no emergency checkpoint in the manifest within the {notice:.0f} s notice")
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def measure(cli: Cli, sets: dict[str, str], notice: float, after_steps: int) -> Reclaim:
@@ -78,7 +79,7 @@ def measure(cli: Cli, sets: dict[str, str], notice: float, after_steps: int) -> 
                     *(a for k, v in sets.items() for a in ("--set", f"{k}={v}")))
     watch = JobWatch(cli.emulator)
     try:
-        return one_reclaim(cli, watch, 1, notice, after_steps)
+        return reclaim_once(cli, watch, notice, after_steps)
     except BaseException:
         print(f"cvmjob run's output:\n{cli.output()[-4000:]}", file=sys.stderr)
         raise
@@ -116,14 +117,14 @@ def main() -> None:
             for _ in range(args.reclaims):
                 r = measure(cli, sets, args.notice, args.after_steps)
                 reclaims.append(r)
-                print(f"job {len(reclaims)}: notice at step {r.step_at_notice}, seen +{r.seen_s:.2f} s, emergency "
+                print(f"job {len(reclaims)}: notice at step {r.step_at_notice}, seen +{seconds(r.seen_s)} s, emergency "
                       f"step-{r.emergency_step} ({r.size_mb:.0f} MB) committed +{r.committed_s:.2f} s", flush=True)
         finally:
             emulator.stop()
     print(f"{'job':>3} {'notice at step':>14} {'seen s':>7} {'committed s':>11} {'emergency step':>14} {'MB':>5} "
           f"{'steps a notice-blind resume runs again':>38}")
     for n, r in enumerate(reclaims, 1):
-        print(f"{n:>3} {r.step_at_notice:>14} {r.seen_s:>7.2f} {r.committed_s:>11.2f} {r.emergency_step:>14} "
+        print(f"{n:>3} {r.step_at_notice:>14} {seconds(r.seen_s):>7} {r.committed_s:>11.2f} {r.emergency_step:>14} "
               f"{r.size_mb:>5.0f} {r.emergency_step - r.periodic_step:>38}")
     times = [r.committed_s for r in reclaims]
     print(f"{instance} ({'the CPUs' if args.cpu else 'the host GPU'}), a {args.notice:.0f} s notice, a periodic "

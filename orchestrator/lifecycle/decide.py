@@ -83,7 +83,7 @@ def decide(
 
     current = [n for n in nodes if n.attempt == job.attempt]
     actions: list[Action] = []
-    strays = [i for i in obs.strays if not i.state.leaving]
+    strays = [i for i in obs.strays if i.state.terminable]
     if strays and state != S.KEEPING:
         actions.append(Terminate(tuple(i.instance_id for i in strays), "instance of an earlier attempt"))
 
@@ -306,7 +306,7 @@ def _recovering(r: _Round) -> list[Action]:
     ]
     if alive:
         # Never two attempts alive at once: the lost attempt's instances go first.
-        killable = tuple(i.instance_id for i in alive if not i.state.leaving)
+        killable = tuple(i.instance_id for i in alive if i.state.terminable)
         ending: list[Action] = [Terminate(killable, "ending the lost attempt")] if killable else []
         return [*ending, Wait(r.s.poll_seconds, "waiting for the lost attempt's instances to be gone")]
     choice = next_placement(summarize(r.nodes), r.plan.candidates, r.s.recovery, r.obs.now, r.job.job_id)
@@ -377,7 +377,7 @@ def _tearing_down(r: _Round) -> list[Action]:
     # A failed launch never ran and bills nothing, yet the cloud lists it for minutes more: as good as gone.
     # Waiting for it to vanish stalled every recovery after a failed launch (and the teardown) for those minutes.
     alive = [i for i in alive + list(r.obs.strays) if not i.state.never_ran]
-    killable = tuple(i.instance_id for i in alive if not (i.state.leaving or i.state.isolated))
+    killable = tuple(i.instance_id for i in alive if i.state.terminable and not i.state.isolated)
     if alive:
         ending: list[Action] = [Terminate(killable, "teardown")] if killable else []
         return [*ending, Wait(r.s.poll_seconds, f"waiting for {len(alive)} instance(s) to be gone")]

@@ -459,8 +459,8 @@ class Executor:
             self.emit("retry", f"TerminateInstances failing ({exc.code}); retrying")
             return Next.LOOK_AGAIN
         except StateConflictError as exc:
-            # A cancel while the instance is still being created (PENDING) gets here: the next look, which finds
-            # it still to be terminated, asks again.
+            # decide leaves out the instances it saw in a state TerminateInstances refuses; one that entered such
+            # a state since the look gets here, and the next look, which finds it still to be terminated, asks again.
             self.emit("retry", f"an instance cannot be terminated yet ({exc.code}); retrying")
             return Next.LOOK_AGAIN
         now = self.now()

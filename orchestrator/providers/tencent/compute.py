@@ -193,28 +193,30 @@ _ALREADY_GONE = (
 
 def terminate(sdk: TencentSdk, instance_ids: list[str]) -> None:
     """Every instance named is going or gone, or StateConflictError: one could not be terminated in the state it
-    is in (PENDING, STARTING, REBOOTING, …: a later call can) while the others were. One id that fails a batch,
-    gone or in such a state, fails the whole batch, so the batch is then retried one id at a time."""
-    conflicts: list[errors.CloudError] = []
-    for start in range(0, len(instance_ids), MAX_IDS):
-        chunk = instance_ids[start : start + MAX_IDS]
-        try:
-            sdk.call("cvm", "TerminateInstances", {"InstanceIds": chunk})
-        except errors.CloudError as exc:
-            gone = exc.code in _ALREADY_GONE
-            if not gone and not isinstance(exc, errors.StateConflictError):
-                raise
-            if len(chunk) == 1:
-                if not gone:
-                    conflicts.append(exc)
-                continue
-            for instance_id in chunk:
-                try:
-                    terminate(sdk, [instance_id])
-                except errors.StateConflictError as one:
-                    conflicts.append(one)
-    if conflicts:
-        raise conflicts[0]
+    is in (PENDING, STARTING, REBOOTING, …: a later call can), while the others were."""
+    refusals = [r for start in range(0, len(instance_ids), MAX_IDS)
+                if (r := _refusal(sdk, instance_ids[start : start + MAX_IDS])) is not None]
+    if refusals:
+        raise refusals[0]
+
+
+def _refusal(sdk: TencentSdk, batch: list[str]) -> errors.StateConflictError | None:
+    """One TerminateInstances call; None once every id is going or gone. One id that fails a batch, gone or in a
+    state the API refuses, fails the whole batch, which is then asked for one id at a time."""
+    try:
+        sdk.call("cvm", "TerminateInstances", {"InstanceIds": batch})
+        return None
+    except errors.CloudError as exc:
+        if exc.code in _ALREADY_GONE:
+            if len(batch) == 1:
+                return None
+        elif isinstance(exc, errors.StateConflictError):
+            if len(batch) == 1:
+                return exc
+        else:
+            raise
+    refusals = [r for instance_id in batch if (r := _refusal(sdk, [instance_id])) is not None]
+    return refusals[0] if refusals else None
 
 
 def reset_instance(sdk: TencentSdk, instance_id: str, image_id: str, user_data_b64: str | None) -> None:

@@ -73,6 +73,13 @@ class InstanceState(_State):
         return self in (InstanceState.TERMINATING, InstanceState.LAUNCH_FAILED)
 
     @property
+    def terminable(self) -> bool:
+        """TerminateInstances takes it now: not on its way out already, and not in a transition the API refuses
+        to terminate in (UnsupportedOperation.InstanceStatePending and its like, §2.4): a later look can."""
+        return not self.leaving and self not in (InstanceState.PENDING, InstanceState.STARTING,
+                                                 InstanceState.STOPPING, InstanceState.REBOOTING)
+
+    @property
     def down(self) -> bool:
         """Exists but runs nothing of the job any more (reclaimed, stopped, isolated, terminating)."""
         return self in (InstanceState.TERMINATING, InstanceState.SHUTDOWN, InstanceState.STOPPED,

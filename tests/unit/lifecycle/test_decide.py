@@ -305,6 +305,14 @@ def test_teardown_waits_for_the_cloud_to_confirm_then_bills() -> None:
     assert run(tearing, seen(None)) == [RecordBill(), RecordSuccess(), Move(S.SUCCEEDED, "image ready")]
 
 
+def test_an_instance_the_api_will_not_terminate_yet_is_waited_for_not_terminated() -> None:
+    tearing = job(S.TEARING_DOWN, outcome=S.CANCELLED, reason="cancelled while launching")
+    for state in ("PENDING", "STARTING", "STOPPING", "REBOOTING"):  # TerminateInstances refuses these (§2.4)
+        (action,) = run(tearing, seen(instance(state)))
+        assert isinstance(action, Wait) and "to be gone" in action.reason, (state, action)
+    assert run(tearing, seen(instance()))[0] == Terminate(("ins-00000001",), "teardown")  # once it is RUNNING
+
+
 def test_only_a_succeeded_job_is_recorded_as_a_success() -> None:
     succeeded = job(S.TEARING_DOWN, outcome=S.SUCCEEDED, reason="done", fingerprint={"spec_sha256": "x"})
     assert run(succeeded, seen(None)) == [RecordBill(), RecordSuccess(), Move(S.SUCCEEDED, "done")]
