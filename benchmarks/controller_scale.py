@@ -606,6 +606,7 @@ class Numbers:
     throttled: int
     throttled_by_action: dict[str, int]
     launch: list[float]
+    relaunch: list[float]  # a reclaimed job: RECOVERING -> the RunInstances of its next attempt
     detect: list[float]
     reaction: list[float]  # the simulated agents' part of detect: the notice -> their signal put
     seconds: float
@@ -638,7 +639,7 @@ def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: list[Reclaim])
             for j in side.jobs
             if j in records and client_token(j, 1, 0) in by_token
         ]
-        detect = []
+        detect, relaunch = [], []
         reaction = [agents.signalled[(r.job_id, 1)] - r.notice_at for r in reclaims
                     if (r.job_id, 1) in agents.signalled]
         for r in reclaims:
@@ -648,6 +649,8 @@ def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: list[Reclaim])
                        if e.kind == "transition" and e.to_state == JobState.RECOVERING.value and e.at >= r.notice_at]
             if entered:
                 detect.append(entered[0] - r.notice_at)
+                if client_token(r.job_id, 2, 0) in by_token:
+                    relaunch.append(by_token[client_token(r.job_id, 2, 0)].created_at - entered[0])
     finally:
         store.close()
     return Numbers(
@@ -659,6 +662,7 @@ def numbers(side: Side, calls: CallLog, agents: Agents, reclaims: list[Reclaim])
         throttled=sum(throttled.values()),
         throttled_by_action=throttled,
         launch=launch,
+        relaunch=relaunch,
         detect=detect,
         reaction=reaction,
         seconds=seconds,
@@ -711,6 +715,8 @@ def report_table(args: argparse.Namespace, ours: Numbers, base: Numbers | None, 
          cell(stat(base.launch, median) if base else None, ".2f")),
         ("launch p95 s", cell(stat(ours.launch, p95), ".2f"), cell(stat(base.launch, p95) if base else None, ".2f")),
         ("launch max s", cell(stat(ours.launch, max), ".2f"), cell(stat(base.launch, max) if base else None, ".2f")),
+        (f"relaunch: RECOVERING -> RunInstances, p95 s ({len(ours.relaunch)})", cell(stat(ours.relaunch, p95), ".2f"),
+         "-"),
         (f"reclaim notice -> RECOVERING, median s ({len(ours.detect)})", cell(stat(ours.detect, median), ".2f"), "-"),
         ("reclaim notice -> RECOVERING, p95 s", cell(stat(ours.detect, p95), ".2f"), "-"),
         ("reclaim notice -> RECOVERING, max s", cell(stat(ours.detect, max), ".2f"), "-"),

@@ -68,14 +68,18 @@ def patience(seconds: float | None) -> Iterator[None]:
 
 @dataclass
 class _Bucket:
-    tokens: float
-    at: float
+    free_at: float  # when the next call may go: calls are spaced 1/rate apart, each given its slot as it asks
     deferred_until: float = 0.0  # the last slot promised to a caller sent away (OverBudget.ready_in)
 
 
 @dataclass
 class ApiBudget:
-    """Thread-safe: every job's calls of one controller draw from the same buckets."""
+    """Thread-safe: every job's calls of one controller draw from the same buckets.
+
+    Each call is given the next free slot of its bucket when it asks, and sleeps until then (a virtual-time token
+    bucket of one token): callers go in the order they asked. Threads that slept for a token and raced for it on
+    waking served a backlog in random order, so that a launch could lose that race for seconds while later ones
+    went first."""
 
     share: Callable[[], float] = lambda: 1.0  # this controller's part of each bucket: 1 / live controllers
     now: Callable[[], float] = time.monotonic
@@ -85,46 +89,32 @@ class ApiBudget:
     waited: float = 0.0  # seconds callers spent waiting for tokens, for benchmarks and logs
 
     def acquire(self, service: str, action: str, region: str) -> None:
-        """Take one token, waiting for it when the bucket is empty (within this thread's ``patience``)."""
+        """Take the next slot of the bucket and wait for it (within this thread's ``patience``)."""
         limit = getattr(_patience, "seconds", None)
-        give_up_at = None if limit is None else self.now() + limit
         while True:
-            delay = self._take(service, action, region)
-            if delay <= 0:
-                return
-            if give_up_at is not None and self.now() + delay > give_up_at:
-                raise OverBudget(service, action, self._defer(service, action, region, delay))
-            self.sleep(delay)
-            with self._lock:
-                self.waited += delay
-
-    def _defer(self, service: str, action: str, region: str, delay: float) -> float:
-        """The seconds after which a caller sent away now should come back: one slot (1/rate) after the callers
-        sent away before it, so that they return spread at the rate rather than all at once."""
-        rate = max(self._rate(service, action), 1e-3)  # a share of 0 sends callers away for good, nearly
+            rate = self._rate(service, action)
+            if rate > 0:
+                break
+            if limit is not None:  # no share of this action at all, for now
+                raise OverBudget(service, action, 1.0)
+            self.sleep(1.0)
         with self._lock:
             now = self.now()
-            bucket = self._buckets[(service, action, region)]
-            bucket.deferred_until = max(bucket.deferred_until, now + delay) + 1 / rate
-            return bucket.deferred_until - now
+            # A bucket holds one token: no window of a second ever holds more than the rate (a bucket of a
+            # second's tokens let a burst after a quiet spell reach twice it).
+            bucket = self._buckets.setdefault((service, action, region), _Bucket(now))
+            slot = max(now, bucket.free_at)
+            delay = slot - now
+            if limit is not None and delay > limit:
+                # The callers sent away come back one slot apart, after those already promised one, rather than
+                # all at once.
+                bucket.deferred_until = max(bucket.deferred_until, slot) + 1 / rate
+                raise OverBudget(service, action, bucket.deferred_until - now)
+            bucket.free_at = slot + 1 / rate
+            self.waited += delay
+        if delay > 0:
+            self.sleep(delay)
 
     def _rate(self, service: str, action: str) -> float:
         """This controller's part of the action's rate."""
         return rate_of(service, action) * max(0.0, min(1.0, self.share()))
-
-    def _take(self, service: str, action: str, region: str) -> float:
-        """0 when a token was taken, else the seconds until one will be there."""
-        rate = self._rate(service, action)
-        if rate <= 0:
-            return 1.0
-        with self._lock:
-            now = self.now()
-            # A bucket holds one token: calls are spaced 1/rate apart, so no window of a second ever holds more
-            # than the rate (a bucket of a second's tokens let a burst after a quiet spell reach twice it).
-            bucket = self._buckets.setdefault((service, action, region), _Bucket(1.0, now))
-            bucket.tokens = min(1.0, bucket.tokens + (now - bucket.at) * rate)
-            bucket.at = now
-            if bucket.tokens >= 1:
-                bucket.tokens -= 1
-                return 0.0
-            return (1 - bucket.tokens) / rate

@@ -83,3 +83,15 @@ def test_without_patience_a_call_waits_as_long_as_it_takes() -> None:
         for _ in range(20):
             budget.acquire("cvm", "RunInstances", "ap-guangzhou")
     assert clock.t == pytest.approx(19 / 8)
+
+
+def test_callers_waiting_together_are_served_in_the_order_they_asked() -> None:
+    # Threads asking at the same instant: each is given the next slot at once and sleeps until it (a sleep that
+    # does not move this clock stands for threads sleeping side by side), so none can overtake an earlier one.
+    clock = FakeClock()
+    slept: list[float] = []
+    budget = ApiBudget(now=clock.now, sleep=slept.append)
+    for _ in range(4):
+        budget.acquire("cvm", "RunInstances", "ap-guangzhou")
+    assert slept == pytest.approx([1 / 8, 2 / 8, 3 / 8])
+    assert budget.waited == pytest.approx(6 / 8)
