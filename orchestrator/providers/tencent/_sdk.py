@@ -199,6 +199,11 @@ class TencentSdk:
         self._connections = connections
         self._pools: dict[str, urllib3.PoolManager] = {}  # by host: straight, or through the proxy the env names
 
+    @property
+    def timeout(self) -> float:
+        """Seconds a request may wait for a connection or for the next bytes of its answer."""
+        return self._timeout
+
     def _client(self, service: str) -> Any:
         if service not in self._clients:
             client_cls, _ = _PRODUCTS[service]
@@ -275,44 +280,64 @@ class TencentSdk:
             self.credential.rejected()
         return error
 
-    @contextlib.contextmanager
-    def cos_get(self, bucket: str, key: str, headers: dict[str, str]) -> Iterator[tuple[dict[str, str], Any]]:
-        """GET one object: (its response headers, its body as a stream for ``read_body``), sent through urllib3
-        with the SDK's own URL and q-sign signature. The hot path of a data sync of many small objects:
-        ``get_object`` spends about 1.7 ms of CPU an object in the client (requests looks for proxies in the
-        environment at every request, the SDK formats log lines it does not print), this about 0.7 ms
-        (benchmarks/sync_throughput.py). The body must be read to its end inside the block."""
+    def cos_get_request(self, bucket: str, key: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """The URL and the headers of a GET of one object, signed as ``get_object`` signs it: the SDK's own URL
+        scheme, host and key quoting, and q-sign over the Host header and the key (the other headers go unsigned,
+        as COS allows)."""
         client = self.cos()
-        conf = client._conf  # the client's own CosConfig: its URL scheme, host and key quoting, not a copy
-        url = conf.uri(bucket=bucket, path=key)
-        host = urllib3.util.parse_url(url).host or ""
+        conf = client._conf  # the client's own CosConfig, not a copy
         # The bucket's domain, also in the IP mode of _cos_config (the URL names the emulator's address).
         sent = {**headers, "User-Agent": _USER_AGENT, "Host": conf.get_host(Bucket=bucket)}
-        # Signed as get_object signs: the Host header and the key; the other headers go unsigned, as COS allows.
         sent["Authorization"] = client.get_auth(Method="GET", Bucket=bucket, Key=key, Headers={"Host": sent["Host"]})
         if conf._token is not None:
             sent["x-cos-security-token"] = conf._token
+        return conf.uri(bucket=bucket, path=key), sent
+
+    def cos_http_error(self, status: int, body: bytes) -> errors.CloudError:
+        """A COS error answer (its HTTP status and XML body) in our terms, as the SDK's calls translate it."""
+        return self._cos_error(CosServiceError("GET", body.decode(errors="replace"), status))
+
+    def cos_network_error(self, exc: BaseException) -> errors.CloudError:
+        """A COS request that failed on the network (refused, reset, timed out), in our terms."""
+        return self._cos_error(CosClientError(str(exc) or type(exc).__name__))
+
+    @contextlib.contextmanager
+    def cos_get(self, bucket: str, key: str, headers: dict[str, str]) -> Iterator[tuple[dict[str, str], Any]]:
+        """GET one object: (its response headers, its body as a stream for ``read_body``), sent through urllib3
+        with ``cos_get_request``'s URL and headers. ``get_object`` spent about 1.7 ms of CPU an object in the
+        client (requests looks for proxies in the environment at every request, the SDK formats log lines it
+        does not print), this about 0.7 ms (benchmarks/sync_throughput.py). The body must be read to its end
+        inside the block."""
+        url, sent = self.cos_get_request(bucket, key, headers)
         try:
-            response = self._pool(host).urlopen("GET", url, headers=sent, preload_content=False, retries=False,
-                                                redirect=False, timeout=self._timeout)
+            response = self._pool(url).urlopen("GET", url, headers=sent, preload_content=False, retries=False,
+                                               redirect=False, timeout=self._timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self._cos_error(CosClientError(str(exc))) from exc
+            raise self.cos_network_error(exc) from exc
         try:
             if response.status >= 400:
-                raise self._cos_error(CosServiceError("GET", response.data.decode(errors="replace"), response.status))
+                raise self.cos_http_error(response.status, response.data)
             yield dict(response.headers), response
         except BaseException:
             response.close()  # the body may be half read: the connection cannot serve another request
             raise
         response.release_conn()
 
-    def _pool(self, host: str) -> urllib3.PoolManager:
-        """The connection pool for ``host``: through the proxy the environment names for it (urllib's rules, as
-        requests applies them), looked up once a host rather than once a request."""
+    def cos_proxy(self, url: str) -> str | None:
+        """The proxy a request to ``url`` goes through: the one the environment names for its scheme, unless its
+        host is exempt (urllib's rules, as requests applies them)."""
+        parsed = urllib3.util.parse_url(url)
+        if urllib.request.proxy_bypass(parsed.host or ""):
+            return None
+        return urllib.request.getproxies().get(parsed.scheme or "http")
+
+    def _pool(self, url: str) -> urllib3.PoolManager:
+        """The connection pool for ``url``'s host, through its proxy (cos_proxy), looked up once a host rather
+        than once a request."""
+        host = urllib3.util.parse_url(url).host or ""
         with self._cos_lock:
             if host not in self._pools:
-                scheme = "http" if self.endpoint is not None else "https"
-                proxy = None if urllib.request.proxy_bypass(host) else urllib.request.getproxies().get(scheme)
+                proxy = self.cos_proxy(url)
                 self._pools[host] = (urllib3.ProxyManager(proxy, maxsize=self._connections) if proxy
                                      else urllib3.PoolManager(maxsize=self._connections))
             return self._pools[host]

@@ -12,10 +12,8 @@ import dataclasses
 import json
 import os
 import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,10 @@ import crc64ecma
 
 from . import errors
 from ._sdk import TencentSdk, read_body
+from .fetch_many import Wanted, fetch_many
+from .objects import ChecksumMismatch, ObjectInfo, Progress, info_from_headers, part_path, verify
 
 MiB = 1024 * 1024
-Progress = Callable[[int], None]
 
 
 def file_crc64(path: Path, chunk: int = 8 * MiB) -> int:
@@ -42,31 +41,6 @@ def _joined(pieces: list[tuple[int, int]]) -> int:
     for crc, length in pieces:
         value = crc64ecma.combine(value, crc, length)
     return value
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    key: str
-    size: int
-    etag: str
-    crc64: int | None = None
-    last_modified: str = ""
-
-
-def _info_from_headers(key: str, headers: dict[str, Any]) -> ObjectInfo:
-    lowered = {k.lower(): v for k, v in headers.items()}
-    crc = lowered.get("x-cos-hash-crc64ecma")
-    return ObjectInfo(
-        key=key,
-        size=int(lowered.get("content-length") or 0),
-        etag=str(lowered.get("etag") or "").strip('"'),
-        crc64=int(crc) if crc else None,
-        last_modified=str(lowered.get("last-modified") or ""),
-    )
-
-
-class ChecksumMismatch(errors.TransientError):
-    """The bytes that arrived are not the bytes COS holds: transient, the transfer is retried."""
 
 
 class ObjectStore:
@@ -97,13 +71,13 @@ class ObjectStore:
             headers = self.sdk.cos_call("head_object", Bucket=self.bucket, Key=key)
         except errors.NotFoundError:
             return None
-        return _info_from_headers(key, headers)
+        return info_from_headers(key, headers)
 
     def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> ObjectInfo:
         headers = self.sdk.cos_call("put_object", Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
-        info = _info_from_headers(key, {**headers, "Content-Length": len(data)})
+        info = info_from_headers(key, {**headers, "Content-Length": len(data)})
         local = crc64ecma.update(data)
-        _verify(key, info.crc64, local)
+        verify(key, info.crc64, local)
         return dataclasses.replace(info, crc64=local)
 
     def put_json(self, key: str, value: Any) -> ObjectInfo:
@@ -116,7 +90,7 @@ class ObjectStore:
             return None
         data = _read_all(resp["Body"].get_raw_stream())
         expected = resp.get("x-cos-hash-crc64ecma")
-        _verify(key, int(expected) if expected else None, crc64ecma.update(data))
+        verify(key, int(expected) if expected else None, crc64ecma.update(data))
         return data
 
     def get_json(self, key: str) -> Any:
@@ -194,7 +168,7 @@ class ObjectStore:
             raise
         remote = result.get("x-cos-hash-crc64ecma") or (self.head(key) or ObjectInfo(key, 0, "")).crc64
         local = _joined([piece for _, piece in sent])
-        _verify(key, int(remote) if remote is not None else None, local)
+        verify(key, int(remote) if remote is not None else None, local)
         return ObjectInfo(key, size, str(result.get("ETag", "")).strip('"'), local)
 
     def download_file(self, key: str, dest: Path, progress: Progress | None = None,
@@ -205,7 +179,7 @@ class ObjectStore:
         object); any other is fetched in parallel ranges, each checksummed as it streams in and the CRCs combined
         (no second read of the file). Not fsynced: a caller that must survive a power cut syncs once for many
         files (the data sync's index does), which lets the disk write back while the next ones download."""
-        if listed is not None and listed.size <= self.part_size:
+        if listed is not None and self.fits_one_get(listed):
             try:
                 return self._download_whole(listed, dest, progress)
             except errors.CloudError as exc:
@@ -216,7 +190,7 @@ class ObjectStore:
         if info is None:
             raise errors.NotFoundError("NoSuchKey", f"cos://{self.bucket}/{key} does not exist")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _part_path(dest)
+        tmp = part_path(dest)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         lock = threading.Lock()
         try:
@@ -248,7 +222,7 @@ class ObjectStore:
             raise
         os.close(fd)
         try:
-            _verify(key, info.crc64, _joined(pieces))
+            verify(key, info.crc64, _joined(pieces))
         except ChecksumMismatch:
             tmp.unlink(missing_ok=True)
             raise
@@ -256,15 +230,26 @@ class ObjectStore:
         return info
 
 
+    def download_many(self, wanted: Iterable[Wanted], done: Callable[[Wanted, ObjectInfo], None], *,
+                      concurrency: int, stop: threading.Event | None = None) -> list[tuple[Wanted, errors.CloudError]]:
+        """Fetch many objects as their listing showed them, each fitting in one GET (``fits_one_get``), in one
+        event loop with ``concurrency`` requests in flight (fetch_many.py); ``done`` is called for each one in
+        place. Returns those that failed, for the caller's retrying path (``download_file``)."""
+        return fetch_many(self.sdk, self.bucket, wanted, done, concurrency=concurrency, stop=stop)
+
+    def fits_one_get(self, listed: ObjectInfo) -> bool:
+        """Whether a listed object comes in one GET, not in parallel ranges."""
+        return listed.size <= self.part_size
+
     def _download_whole(self, listed: ObjectInfo, dest: Path, progress: Progress | None) -> ObjectInfo:
         """One GET of the object the listing showed (If-Match its ETag), checksummed as it streams to disk."""
         key = listed.key
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _part_path(dest)
+        tmp = part_path(dest)
         try:
             value, written = 0, 0
             with self.sdk.cos_get(self.bucket, key, {"If-Match": f'"{listed.etag}"'}) as (headers, stream):
-                info = _info_from_headers(key, headers)
+                info = info_from_headers(key, headers)
                 with tmp.open("wb") as f:
                     while chunk := read_body(stream, MiB):
                         f.write(chunk)
@@ -275,7 +260,7 @@ class ObjectStore:
             if written != info.size:
                 raise errors.TransientError("IncompleteBody", f"cos://{self.bucket}/{key}: got {written} of "
                                                               f"{info.size} bytes")
-            _verify(key, info.crc64, value)
+            verify(key, info.crc64, value)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -283,17 +268,11 @@ class ObjectStore:
         return info
 
 
-def _part_path(dest: Path) -> Path:
-    return dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.part")
-
-
-def _verify(key: str, remote: int | None, local: int) -> None:
-    if remote is not None and remote != local:
-        raise ChecksumMismatch("ChecksumMismatch", f"{key}: CRC64 {local} here, {remote} in COS")
-
-
 def _read_all(stream: Any) -> bytes:
     chunks = []
     while chunk := read_body(stream, MiB):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+__all__ = ["ChecksumMismatch", "MiB", "ObjectInfo", "ObjectStore", "Progress", "Wanted", "file_crc64"]

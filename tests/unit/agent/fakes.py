@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from crc64ecma import update as crc64
 from orchestrator.providers.tencent import errors
-from orchestrator.providers.tencent.storage import ObjectInfo, Progress
+from orchestrator.providers.tencent.storage import ObjectInfo, Progress, Wanted
 
 
 class MemoryStore:
@@ -65,6 +66,21 @@ class MemoryStore:
         if progress:
             progress(len(self.objects[key]))
         return self._info(key)
+
+    def fits_one_get(self, listed: ObjectInfo) -> bool:
+        return True
+
+    def download_many(self, wanted: Iterable[Wanted], done: Callable[[Wanted, ObjectInfo], None], *,
+                      concurrency: int, stop: threading.Event | None = None) -> list[tuple[Wanted, errors.CloudError]]:
+        failed = []
+        for item in wanted:
+            if stop is not None and stop.is_set():
+                break
+            try:
+                done(item, self.download_file(item.listed.key, item.dest, item.progress))
+            except errors.CloudError as exc:
+                failed.append((item, exc))
+        return failed
 
 
 class MemoryStores:
