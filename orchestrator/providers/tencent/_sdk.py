@@ -198,6 +198,7 @@ class TencentSdk:
         self._cos_http = _http_session(connections)
         self._connections = connections
         self._pools: dict[str, urllib3.PoolManager] = {}  # by host: straight, or through the proxy the env names
+        self._proxies: dict[tuple[str, str], str | None] = {}  # by (scheme, host)
 
     @property
     def timeout(self) -> float:
@@ -325,11 +326,14 @@ class TencentSdk:
 
     def cos_proxy(self, url: str) -> str | None:
         """The proxy a request to ``url`` goes through: the one the environment names for its scheme, unless its
-        host is exempt (urllib's rules, as requests applies them)."""
+        host is exempt (urllib's rules, as requests applies them). Looked up once a host: the environment's scan
+        was a tenth of a small-object sync's CPU."""
         parsed = urllib3.util.parse_url(url)
-        if urllib.request.proxy_bypass(parsed.host or ""):
-            return None
-        return urllib.request.getproxies().get(parsed.scheme or "http")
+        where = (parsed.scheme or "http", parsed.host or "")
+        if where not in self._proxies:
+            self._proxies[where] = (None if urllib.request.proxy_bypass(where[1])
+                                    else urllib.request.getproxies().get(where[0]))
+        return self._proxies[where]
 
     def _pool(self, url: str) -> urllib3.PoolManager:
         """The connection pool for ``url``'s host, through its proxy (cos_proxy), looked up once a host rather

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, errors
+from orchestrator.providers.tencent.fetch_many import WHOLE_BODY
 from orchestrator.providers.tencent.storage import ObjectInfo, ObjectStore, Wanted
 from tests.emulator_process import EmulatorProcess
 
@@ -27,8 +28,9 @@ def store(emulator: EmulatorProcess) -> ObjectStore:
     return store
 
 
-def put_objects(store: ObjectStore, count: int) -> dict[str, bytes]:
-    data = {f"d/{i:03d}.bin": os.urandom(SIZE + i) for i in range(count)}
+def put_objects(store: ObjectStore, count: int, large: int = 0) -> dict[str, bytes]:
+    """``count`` small objects, and ``large`` of them over WHOLE_BODY (written as they stream in)."""
+    data = {f"d/{i:03d}.bin": os.urandom((WHOLE_BODY * 5 // 2 if i < large else SIZE) + i) for i in range(count)}
     for key, body in data.items():
         store.put_bytes(key, body)
     return data
@@ -43,7 +45,7 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 
 def test_every_object_lands_verified_and_done_is_told_of_each(store: ObjectStore, tmp_path: Path) -> None:
-    data = put_objects(store, 40)
+    data = put_objects(store, 40, large=3)
     counted: list[int] = []
     done: dict[str, ObjectInfo] = {}
     failed = store.download_many(wanted_of(store, tmp_path, counted), lambda w, info: done.setdefault(w.listed.key,
@@ -58,18 +60,19 @@ def test_every_object_lands_verified_and_done_is_told_of_each(store: ObjectStore
 
 def test_objects_that_fail_are_handed_back_and_leave_no_file(store: ObjectStore, tmp_path: Path,
                                                              emulator: EmulatorProcess) -> None:
-    data = put_objects(store, 12)
+    data = put_objects(store, 12, large=1)
     emulator.admin.inject_cos("error", operation="GetObject", key_prefix="d/003", status=503, count=1)
     emulator.admin.inject_cos("reset_body", operation="GetObject", key_prefix="d/007", after_bytes=50_000, count=1)
+    emulator.admin.inject_cos("reset_body", operation="GetObject", key_prefix="d/000", after_bytes=1_500_000, count=1)
     wanted = wanted_of(store, tmp_path)
     store.put_bytes("d/010.bin", b"replaced since the listing")
     failed = store.download_many(wanted, lambda w, info: None, concurrency=4)
     # the error answer and the broken body are retried; the replaced object goes to the general path
     assert sorted((w.listed.key, isinstance(exc, errors.TransientError)) for w, exc in failed) == [
-        ("d/003.bin", True), ("d/007.bin", True), ("d/010.bin", False)]
+        ("d/000.bin", True), ("d/003.bin", True), ("d/007.bin", True), ("d/010.bin", False)]
     assert [exc.code for w, exc in failed if w.listed.key == "d/010.bin"] == ["PreconditionFailed"]
     landed = files_under(tmp_path)
-    assert sorted(landed) == sorted(set(data) - {"d/003.bin", "d/007.bin", "d/010.bin"})
+    assert sorted(landed) == sorted(set(data) - {"d/000.bin", "d/003.bin", "d/007.bin", "d/010.bin"})
     assert all(landed[k] == data[k] for k in landed)
 
 
