@@ -16,7 +16,6 @@ import logging
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orchestrator.contract import CheckpointEntry, Manifest
@@ -26,6 +25,7 @@ from orchestrator.providers.tencent.storage import ObjectStore
 from .manifest import MANIFEST, LocalCheckpoint, scan, with_entry, would_be_dropped
 from .retry import retrying
 from .status import StatusBoard
+from .uploads import upload_files
 
 log = logging.getLogger(__name__)
 
@@ -115,24 +115,18 @@ class CheckpointUploader:
 
     def _upload(self, checkpoint: LocalCheckpoint) -> CheckpointEntry:
         files = checkpoint.files()
-
-        def send(item: tuple[str, Path]) -> tuple[str, int, int]:
-            rel, path = item
-            # The upload verified the file against COS's CRC-64 and returns it: the file is read once.
-            info = retrying(f"upload {checkpoint.name}/{rel}",
-                            lambda: self.store.upload_file(path, f"{self.prefix}{checkpoint.name}/{rel}"))
-            assert info.crc64 is not None, "upload_file returns the CRC-64 it verified"
-            return rel, info.crc64, info.size
-
-        with ThreadPoolExecutor(max_workers=_PARALLEL_FILES, thread_name_prefix="ckpt") as pool:
-            sent = list(pool.map(send, files.items()))
+        key = {rel: f"{self.prefix}{checkpoint.name}/{rel}" for rel in files}
+        # Each upload verified its file against COS's CRC-64 and returns it: the file is read once.
+        sent = upload_files(self.store, [(path, key[rel]) for rel, path in files.items()], _PARALLEL_FILES, "ckpt")
+        infos = {rel: sent[key[rel]] for rel in files}
+        assert all(info.crc64 is not None for info in infos.values()), "uploads return the CRC-64 they verified"
         since = self._emergency_since
         return CheckpointEntry(
             name=checkpoint.name,
             step=checkpoint.step,
             kind="file" if checkpoint.is_file else "directory",
-            files={rel: crc for rel, crc, _ in sent},
-            size=sum(size for _, _, size in sent),
+            files={rel: info.crc64 for rel, info in infos.items() if info.crc64 is not None},
+            size=sum(info.size for info in infos.values()),
             attempt=self.attempt,
             time=time.time(),
             emergency=since is not None and self._first_seen[checkpoint.name] >= since,

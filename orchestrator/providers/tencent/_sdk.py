@@ -281,15 +281,15 @@ class TencentSdk:
             self.credential.rejected()
         return error
 
-    def cos_get_request(self, bucket: str, key: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
-        """The URL and the headers of a GET of one object, signed as ``get_object`` signs it: the SDK's own URL
-        scheme, host and key quoting, and q-sign over the Host header and the key (the other headers go unsigned,
-        as COS allows)."""
+    def cos_request(self, method: str, bucket: str, key: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """The URL and the headers of a request on one object (GET, PUT), signed as the SDK's own calls sign it:
+        the SDK's URL scheme, host and key quoting, and q-sign over the method, the Host header and the key (the
+        other headers go unsigned, as COS allows)."""
         client = self.cos()
         conf = client._conf  # the client's own CosConfig, not a copy
         # The bucket's domain, also in the IP mode of _cos_config (the URL names the emulator's address).
         sent = {**headers, "User-Agent": _USER_AGENT, "Host": conf.get_host(Bucket=bucket)}
-        sent["Authorization"] = client.get_auth(Method="GET", Bucket=bucket, Key=key, Headers={"Host": sent["Host"]})
+        sent["Authorization"] = client.get_auth(Method=method, Bucket=bucket, Key=key, Headers={"Host": sent["Host"]})
         if conf._token is not None:
             sent["x-cos-security-token"] = conf._token
         return conf.uri(bucket=bucket, path=key), sent
@@ -305,11 +305,11 @@ class TencentSdk:
     @contextlib.contextmanager
     def cos_get(self, bucket: str, key: str, headers: dict[str, str]) -> Iterator[tuple[dict[str, str], Any]]:
         """GET one object: (its response headers, its body as a stream for ``read_body``), sent through urllib3
-        with ``cos_get_request``'s URL and headers. ``get_object`` spent about 1.7 ms of CPU an object in the
+        with ``cos_request``'s URL and headers. ``get_object`` spent about 1.7 ms of CPU an object in the
         client (requests looks for proxies in the environment at every request, the SDK formats log lines it
         does not print), this about 0.7 ms (benchmarks/sync_throughput.py). The body must be read to its end
         inside the block."""
-        url, sent = self.cos_get_request(bucket, key, headers)
+        url, sent = self.cos_request("GET", bucket, key, headers)
         try:
             response = self._pool(url).urlopen("GET", url, headers=sent, preload_content=False, retries=False,
                                                redirect=False, timeout=self._timeout)

@@ -21,10 +21,11 @@ import crc64ecma
 
 from . import errors
 from ._sdk import TencentSdk, read_body
-from .fetch_many import Wanted, fetch_many
+from .many import WHOLE_BODY, Sending, Wanted, fetch_many, put_many
 from .objects import ChecksumMismatch, ObjectInfo, Progress, info_from_headers, part_path, verify
 
 MiB = 1024 * 1024
+SMALL_FILE = WHOLE_BODY  # files up to this size may go up many at once (upload_many), read whole
 
 
 def file_crc64(path: Path, chunk: int = 8 * MiB) -> int:
@@ -233,9 +234,16 @@ class ObjectStore:
     def download_many(self, wanted: Iterable[Wanted], done: Callable[[Wanted, ObjectInfo], None], *,
                       concurrency: int, stop: threading.Event | None = None) -> list[tuple[Wanted, errors.CloudError]]:
         """Fetch many objects as their listing showed them, each fitting in one GET (``fits_one_get``), in one
-        event loop with ``concurrency`` requests in flight (fetch_many.py); ``done`` is called for each one in
+        event loop with ``concurrency`` requests in flight (many.py); ``done`` is called for each one in
         place. Returns those that failed, for the caller's retrying path (``download_file``)."""
         return fetch_many(self.sdk, self.bucket, wanted, done, concurrency=concurrency, stop=stop)
+
+    def upload_many(self, sending: Iterable[Sending], done: Callable[[Sending, ObjectInfo], None], *,
+                    concurrency: int, stop: threading.Event | None = None) -> list[tuple[Sending, errors.CloudError]]:
+        """Put many files, each of at most ``SMALL_FILE`` bytes, in one event loop with ``concurrency`` requests in
+        flight (many.py); ``done`` is called with each object as COS holds it, CRC-64 verified. Returns those that
+        failed, for the caller's retrying path (``upload_file``)."""
+        return put_many(self.sdk, self.bucket, sending, done, concurrency=concurrency, stop=stop)
 
     def fits_one_get(self, listed: ObjectInfo) -> bool:
         """Whether a listed object comes in one GET, not in parallel ranges."""
@@ -275,4 +283,5 @@ def _read_all(stream: Any) -> bytes:
     return b"".join(chunks)
 
 
-__all__ = ["ChecksumMismatch", "MiB", "ObjectInfo", "ObjectStore", "Progress", "Wanted", "file_crc64"]
+__all__ = ["SMALL_FILE", "ChecksumMismatch", "MiB", "ObjectInfo", "ObjectStore", "Progress", "Sending", "Wanted",
+           "file_crc64"]

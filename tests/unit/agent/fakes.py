@@ -11,7 +11,7 @@ from typing import Any
 
 from crc64ecma import update as crc64
 from orchestrator.providers.tencent import errors
-from orchestrator.providers.tencent.storage import ObjectInfo, Progress, Wanted
+from orchestrator.providers.tencent.storage import ObjectInfo, Progress, Sending, Wanted
 
 
 class MemoryStore:
@@ -78,6 +78,16 @@ class MemoryStore:
                 break
             try:
                 done(item, self.download_file(item.listed.key, item.dest, item.progress))
+            except errors.CloudError as exc:
+                failed.append((item, exc))
+        return failed
+
+    def upload_many(self, sending: Iterable[Sending], done: Callable[[Sending, ObjectInfo], None], *,
+                    concurrency: int, stop: threading.Event | None = None) -> list[tuple[Sending, errors.CloudError]]:
+        failed = []
+        for item in sending:
+            try:
+                done(item, self.upload_file(item.path, item.key))
             except errors.CloudError as exc:
                 failed.append((item, exc))
         return failed

@@ -1,6 +1,7 @@
-"""Many objects of one GET each in one event loop, against the emulator: each verified and renamed into place,
-and each that fails (an error answer, a connection reset mid-body, an object replaced since its listing) handed
-back with no file left behind; a local disk that refuses a write fails the whole call."""
+"""Many small objects in one event loop, against the emulator. Down: each verified and renamed into place, and
+each that fails (an error answer, a connection reset mid-body, an object replaced since its listing) handed back
+with no file left behind; a local disk that refuses a write fails the whole call. Up: each put and verified, a
+refused one handed back, a file that cannot be read failing the call."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from crc64ecma import update as crc64
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, errors
-from orchestrator.providers.tencent.fetch_many import WHOLE_BODY
-from orchestrator.providers.tencent.storage import ObjectInfo, ObjectStore, Wanted
+from orchestrator.providers.tencent.many import WHOLE_BODY
+from orchestrator.providers.tencent.storage import ObjectInfo, ObjectStore, Sending, Wanted
 from tests.emulator_process import EmulatorProcess
 
 SIZE = 150_000
@@ -96,3 +98,33 @@ def test_a_disk_that_refuses_a_write_fails_the_call(store: ObjectStore, tmp_path
     blocked.write_text("a file where the folder should be")
     with pytest.raises(OSError):
         store.download_many(wanted_of(store, tmp_path), lambda w, info: None, concurrency=2)
+
+
+def small_files(root: Path, count: int) -> dict[str, bytes]:
+    data = {f"up/{i:03d}.bin": os.urandom(SIZE + i) for i in range(count)}
+    for key, body in data.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(body)
+    return data
+
+
+def test_files_go_up_verified_and_done_is_told_each_crc(store: ObjectStore, tmp_path: Path) -> None:
+    data = small_files(tmp_path, 30)
+    done: dict[str, ObjectInfo] = {}
+    failed = store.upload_many([Sending(tmp_path / key, key) for key in data],
+                               lambda s, info: done.setdefault(s.key, info), concurrency=8)
+    assert failed == []
+    assert {o.key: store.get_bytes(o.key) for o in store.iter_objects("up/")} == data
+    assert all(done[k].crc64 == crc64(data[k]) and done[k].size == len(data[k]) for k in data)
+
+
+def test_a_put_cos_refuses_is_handed_back_and_a_missing_file_fails_the_call(
+        store: ObjectStore, tmp_path: Path, emulator: EmulatorProcess) -> None:
+    data = small_files(tmp_path, 6)
+    emulator.admin.inject_cos("error", operation="PutObject", key_prefix="up/002", status=503, count=1)
+    failed = store.upload_many([Sending(tmp_path / key, key) for key in data], lambda s, info: None, concurrency=3)
+    assert [(s.key, isinstance(exc, errors.TransientError)) for s, exc in failed] == [("up/002.bin", True)]
+    assert sorted(o.key for o in store.iter_objects("up/")) == sorted(set(data) - {"up/002.bin"})
+    with pytest.raises(OSError):
+        store.upload_many([Sending(tmp_path / "up" / "gone.bin", "up/gone.bin")], lambda s, info: None,
+                          concurrency=1)
