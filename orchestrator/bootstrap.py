@@ -26,7 +26,7 @@ for i in 1 2 3 4 5 6; do
 done
 python3 -m zipfile -e agent.whl lib
 # The agent's own needs; the image provides Python 3.10+ and, for training, torch.
-python3 -c 'import pydantic, yaml, qcloud_cos, fastcrc, tencentcloud.cvm' 2>/dev/null \\
+python3 -c 'import pydantic, yaml, qcloud_cos, fastcrc, aiohttp, tencentcloud.cvm' 2>/dev/null \\
   || python3 -m pip install --quiet --target lib {requirements}
 PYTHONPATH="$STAGE/lib" exec python3 -m orchestrator.agent.install --stage "$STAGE" \\
   --job {job_id} --attempt {attempt} --node {node}
@@ -42,6 +42,7 @@ AGENT_REQUIREMENTS = (
     "tencentcloud-sdk-python-sts>=3.0.1459,<4",
     "tencentcloud-sdk-python-billing>=3.1.177,<4",
     "fastcrc>=0.3,<1",
+    "aiohttp>=3.14,<4",  # many small objects in flight at once (providers/tencent/many.py)
 )
 
 

@@ -2,15 +2,21 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.metadata
 import io
+import re
+import subprocess
+import sys
 import tarfile
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from orchestrator import __version__
-from orchestrator.bootstrap import MAX_USER_DATA, user_data
+from orchestrator.bootstrap import AGENT_REQUIREMENTS, MAX_USER_DATA, user_data
 from orchestrator.bundle import agent_wheel, workdir_archive, workdir_files
 
 
@@ -61,3 +67,39 @@ def test_user_data_is_a_script_with_urls_and_no_keys() -> None:
 def test_user_data_over_16_kb_is_refused() -> None:
     with pytest.raises(ValueError, match="at most 16384"):
         user_data("job-1", 1, 0, "http://x/" + "a" * 20_000, "http://y")
+
+
+def test_the_agent_imports_nothing_its_bootstrap_does_not_install() -> None:
+    # On a real image the agent has only the standard library, torch and what AGENT_REQUIREMENTS installs (with
+    # what they need in turn); the emulator's instances run in this virtualenv, where everything is there, so a
+    # dependency missing from the list would only show on Tencent Cloud.
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys; before = set(sys.modules); "
+                               "import orchestrator.agent.__main__, orchestrator.agent.install; "
+                               "print(' '.join({m.split('.')[0] for m in set(sys.modules) - before}))"],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    provided = _closure(Requirement(r).name for r in AGENT_REQUIREMENTS) | {"cvmjob"}  # cvmjob: the agent's wheel
+    by_module = importlib.metadata.packages_distributions()
+    third_party = {m for m in imported if m in by_module and m not in sys.stdlib_module_names}
+    missing = {m: by_module[m] for m in third_party if not {_norm(d) for d in by_module[m]} & provided}
+    assert missing == {}, f"the agent imports {missing}, which AGENT_REQUIREMENTS does not install"
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _closure(names: Iterable[str]) -> set[str]:
+    """The distributions named and every one they require, as installed here (extras left out)."""
+    seen: set[str] = set()
+    todo = [_norm(n) for n in names]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for line in importlib.metadata.requires(name) or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(_norm(requirement.name))
+    return seen
