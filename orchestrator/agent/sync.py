@@ -220,11 +220,15 @@ def _download_all(entry: DataEntry, objects: list[ObjectInfo], target: Path, sto
     store = stores.bucket(entry.bucket)
     counting: dict[str, _FileProgress] = {}  # the objects in flight or failed, and the bytes each has counted
 
+    whole: list[ObjectInfo] = []
+    ranged: list[ObjectInfo] = []  # too large for one GET: parallel ranges, on the threads below
+    for obj in objects:
+        (whole if store.fits_one_get(obj) else ranged).append(obj)
+
     def small() -> Iterator[Wanted]:  # taken as the loop goes: a million objects are never a million Wanted
-        for obj in objects:
-            if store.fits_one_get(obj):
-                counting[obj.key] = _FileProgress(board)
-                yield Wanted(obj, target / relative_path(entry.prefix, obj.key), counting[obj.key])
+        for obj in whole:
+            counting[obj.key] = _FileProgress(board)
+            yield Wanted(obj, target / relative_path(entry.prefix, obj.key), counting[obj.key])
 
     def place(wanted: Wanted, info: ObjectInfo) -> None:
         del counting[wanted.listed.key]
@@ -233,7 +237,7 @@ def _download_all(entry: DataEntry, objects: list[ObjectInfo], target: Path, sto
     failed = store.download_many(small(), place, concurrency=_OBJECTS_IN_FLIGHT, stop=stop.event)
     for wanted, exc in failed:
         log.info("download %s failed (%s); trying again", wanted.listed.key, exc)
-    again = [wanted.listed for wanted, _ in failed] + [obj for obj in objects if not store.fits_one_get(obj)]
+    again = [wanted.listed for wanted, _ in failed] + ranged
 
     def fetch(obj: ObjectInfo) -> None:
         if stop.event.is_set():
