@@ -639,7 +639,8 @@ def fifty_jobs(w: World) -> None:
     states = json.loads(result.stdout.strip().splitlines()[-1])
     expected = "CANCELLED" if FIFTY_MODE == "launch" else "SUCCEEDED"
     bad = {k: v for k, v in states.items() if v != expected}
-    assert not bad and len(states) == FIFTY, f"{len(bad)} did not end {expected}: {sorted(set(bad.values()))[:5]}"
+    assert not bad and len(states) == FIFTY, \
+        f"{len(bad)} did not end {expected}: {sorted(set(bad.values()))[:5]}\n{result.stderr[-4000:]}"
     throttled = [c for c in w.admin.calls() if c["error"] == "RequestLimitExceeded"]
     w.note(f"{len(throttled)} calls answered RequestLimitExceeded")
     assert len(w.admin.instances()) == FIFTY
