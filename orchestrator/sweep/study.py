@@ -4,7 +4,10 @@ Optuna is imported here only: the controller and `cvmjob run` never pay for it."
 
 from __future__ import annotations
 
+import fcntl
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,19 +46,37 @@ def storage(store: str) -> optuna.storages.RDBStorage:
 
     optuna.logging.set_verbosity(logging.WARNING)
     url = storage_url(store)
-    if not url.startswith("postgresql"):
+    # Optuna creates its tables, its version row and its Alembic stamp unlocked: a `sweep status` opening a new
+    # store while the `sweep run` does failed on a duplicate (PostgreSQL: an enum type; SQLite: "table studies
+    # already exists", and the sweep run died). One opener at a time, like the store's own migrations.
+    with _one_opener(url):
+        if url.startswith("postgresql"):
+            return optuna.storages.RDBStorage(url)
         # Sweep runs and the controller's engine share the SQLite file: wait for its write lock, as the store does.
         return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
-    # Optuna creates its tables (and PostgreSQL enum types) unlocked: a `sweep status` opening a new store while
-    # the `sweep run` does failed on a duplicate type. One opener at a time, like the store's own migrations.
+
+
+@contextmanager
+def _one_opener(url: str) -> Iterator[None]:
+    """Held while Optuna opens ``url``: PostgreSQL's advisory lock, or for a SQLite file an flock on a file beside
+    it (SQLite's own locks cannot serve: Optuna's connections would wait on the one holding it)."""
     import sqlalchemy
 
+    if not url.startswith("postgresql"):
+        database = sqlalchemy.engine.make_url(url).database
+        if not database or database == ":memory:":
+            yield
+            return
+        with open(f"{database}-optuna.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            yield
+        return
     engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.NullPool)
     try:
         with engine.connect() as conn:
             conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _PG_LOCK_KEY})
             try:
-                return optuna.storages.RDBStorage(url)
+                yield
             finally:
                 conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_LOCK_KEY})
     finally:
