@@ -17,8 +17,9 @@ that process's), downloads into an empty folder, and the folder is checked (file
   64 MiB for the large one, writing/reading the same local disk, with no signature and no checksum: what the
   loopback and the disk allow.
 
-Times exclude each process's imports; every contestant's bytes land in the page cache the same way (no one but
-cvmjob fsyncs: it does so once per sync, and the large file's, for crash safety). The emulator runs on the same
+Times exclude each process's imports and start with the disks synced; every contestant's bytes land in the page
+cache the same way (only cvmjob syncs them: its data index, every 5 s and once more after the sync returns, off the
+clock for the last one as a training would not wait for it either). The emulator runs on the same
 CPUs as the clients, so small-object rates here are a floor for what a real COS endpoint allows.
 """
 
@@ -261,6 +262,10 @@ def peak_rss_mb() -> float:
 
 # -- the run -------------------------------------------------------------------------------------------------
 def measure(name: str, cfg: dict[str, Any]) -> dict[str, float]:
+    # Every contestant starts with no dirty pages: the 1 GiB that the one before wrote would otherwise be written
+    # back while this one runs, whoever it is (cvmjob's large download read 484 MB/s in one run and 1,406 in
+    # another on this quiet machine, the SDK's 1,184 and 1,417).
+    os.sync()
     done = subprocess.run([sys.executable, __file__, "--worker", name, json.dumps(cfg)], capture_output=True,
                           text=True, check=False, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if done.returncode != 0:
