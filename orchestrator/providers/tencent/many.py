@@ -163,13 +163,14 @@ async def _fetch(many: _Many, item: Wanted) -> ObjectInfo:
             body = await response.read()
             if item.progress is not None:
                 item.progress(len(body))
-            file = await many.on_disk(_TempFile.of, item.dest, body)
+            await many.on_disk(_TempFile.place, item.dest, body, where, info)
         return info
 
+    where = f"cos://{many.bucket}/{key}"
     try:
         info = await many.exchange("GET", key, {"If-Match": f'"{item.listed.etag}"'}, None, receive)
-        assert file is not None
-        await many.on_disk(file.land, f"cos://{many.bucket}/{key}", info)
+        if file is not None:
+            await many.on_disk(file.land, where, info)
         return info
     except BaseException:
         if file is not None:
@@ -190,14 +191,16 @@ class _TempFile:
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
     @classmethod
-    def of(cls, dest: Path, body: bytes) -> _TempFile:
+    def place(cls, dest: Path, body: bytes, where: str, info: ObjectInfo) -> None:
+        """A whole body in one disk-thread hop: written, checked and renamed into place, or removed. Each hop is
+        a hand-over of the GIL between the loop and a disk thread, which is what the time of small objects goes to."""
         file = cls(dest)
         try:
             file.write(body)
+            file.land(where, info)
         except BaseException:
             file.discard()
             raise
-        return file
 
     def write(self, data: bytes) -> None:
         view = memoryview(data)
