@@ -173,6 +173,7 @@ class AgentConfig(_Model):
     spec: dict[str, object]  # the validated JobSpec as JSON (the agent reads setup/data/train/... from it)
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     preemption_poll_seconds: float = 2.0
+    bandwidth_gbps: float | None = None  # the instance's network, as the plan's placement has it: sizes transfers
 
 
 class Phase(str, Enum):

@@ -1,4 +1,5 @@
-"""COS access for the agent: credentials that renew themselves, one SDK, one ObjectStore per bucket.
+"""COS access for the agent: credentials that renew themselves, one SDK, one ObjectStore per bucket, and the
+requests in flight for large files sized to the instance's network.
 
 Credentials (AgentConfig.cos.mode):
 - "sts": the short-lived keys in agent.json; when they near expiry the agent fetches their successor from
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 from orchestrator.contract import AgentConfig, CredentialsDoc, TemporaryKeys
 from orchestrator.providers.tencent import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
@@ -30,6 +33,13 @@ log = logging.getLogger(__name__)
 # (expired early), the agent is silent until the controller's new ones arrive, and silence for
 # heartbeat_stale_after loses the attempt.
 _REFETCH_SECONDS = 5.0
+
+# About what one connection to the object store carries: the AWS Common Runtime's S3 client (aws-c-s3,
+# s3_client.c) plans 4 Gbps for every 10 connections to reach a throughput target. Enough ranges stay in flight to
+# fill the instance's link: at least 8 (also when the catalog gives no bandwidth), at most 32, as each holds a
+# 16 MiB part in memory while it uploads and all must fit in the SDK's keep-alive pool of 64.
+_GBPS_PER_CONNECTION = 0.4
+_RANGES_MIN, _RANGES_MAX = 8, 32
 
 
 def _static(keys: TemporaryKeys) -> tuple[StaticCredential, float]:
@@ -109,18 +119,30 @@ def bypass_proxy_for(endpoint: str) -> None:
         os.environ[name] = ",".join([*entries, *(e for e in (host, endpoint) if e not in entries)])
 
 
-class Stores:
-    """ObjectStores over one SDK, by bucket (the state bucket, and data/checkpoint/output buckets)."""
+def ranges_in_flight(bandwidth_gbps: float | None) -> int:
+    """Range GETs and part PUTs of large files to keep in flight, all files together, on a link of
+    ``bandwidth_gbps`` (None: not known)."""
+    if bandwidth_gbps is None:
+        return _RANGES_MIN
+    return max(_RANGES_MIN, min(_RANGES_MAX, math.ceil(bandwidth_gbps / _GBPS_PER_CONNECTION)))
 
-    def __init__(self, sdk: TencentSdk) -> None:
+
+class Stores:
+    """ObjectStores over one SDK, by bucket (the state bucket, and data/checkpoint/output buckets). Their large
+    transfers share ``ranges`` requests in flight: the data sync's and the checkpoint uploads' together never keep
+    more than the link wants, or more parts in memory than that."""
+
+    def __init__(self, sdk: TencentSdk, ranges: int = _RANGES_MIN) -> None:
         self.sdk = sdk
+        self.ranges = ranges
+        self._pool = ThreadPoolExecutor(max_workers=ranges, thread_name_prefix="cos-range")
         self._stores: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
 
     def bucket(self, name: str) -> ObjectStore:
         with self._lock:
             if name not in self._stores:
-                self._stores[name] = ObjectStore(self.sdk, name, threads=4)
+                self._stores[name] = ObjectStore(self.sdk, name, ranges=self._pool)
             return self._stores[name]
 
 
@@ -128,4 +150,7 @@ def connect(cfg: AgentConfig, metadata: Metadata) -> Stores:
     if cfg.cos.endpoint is not None:
         bypass_proxy_for(cfg.cos.endpoint)
     sdk = TencentSdk(credential_for(cfg, metadata), cfg.cos.region, endpoint=cfg.cos.endpoint, appid=cfg.cos.appid)
-    return Stores(sdk)
+    ranges = ranges_in_flight(cfg.bandwidth_gbps)
+    network = f"{cfg.bandwidth_gbps:g} Gbps" if cfg.bandwidth_gbps is not None else "an unknown network"
+    log.info("large files: %d ranges in flight (%s)", ranges, network)
+    return Stores(sdk, ranges)

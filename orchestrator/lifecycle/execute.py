@@ -41,7 +41,7 @@ from ..contract import (
     latest_key,
 )
 from ..home import cvmjob_home
-from ..plan.models import Plan
+from ..plan.models import Placement, Plan
 from ..providers.tencent import TencentSdk, billing, compute, images, sts
 from ..providers.tencent.errors import CapacityError, CloudError, QuotaError, StateConflictError, TransientError
 from ..providers.tencent.storage import ObjectStore
@@ -214,7 +214,7 @@ class Executor:
             if p.charge_type == ChargeType.RESERVED:
                 record = self._claim_pool_member(record)
             self.store.put_node(self.token, record)
-        keys = self._write_agent_configs(job, attempt)
+        keys = self._write_agent_configs(job, attempt, p)
         self.store.transition(
             self.job_id,
             self.token,
@@ -301,8 +301,9 @@ class Executor:
     def _presign_seconds(self, job: JobRecord) -> int:
         return int(min(MAX_PRESIGN_SECONDS, max(3600.0, job.deadline - self.now() + 3600)))
 
-    def _write_agent_configs(self, job: JobRecord, attempt: int) -> TemporaryKeys | None:
-        """Every node's agent.json of ``attempt``; the short-lived keys they carry (None with a CAM role)."""
+    def _write_agent_configs(self, job: JobRecord, attempt: int, placement: Placement) -> TemporaryKeys | None:
+        """Every node's agent.json of ``attempt`` on ``placement``; the short-lived keys they carry (None with a CAM
+        role)."""
         role = self.spec.cam_role
         keys = None if role else self._write_credentials(attempt)
         state, checkpoints, outputs = self._locations()
@@ -332,6 +333,7 @@ class Executor:
                 workdir_archive_key=layout.workdir_archive,
                 signal_key=layout.signal(attempt, node),
                 spec=self.spec.model_dump(mode="json"),
+                bandwidth_gbps=placement.bandwidth_gbps,
             )
             retrying(
                 functools.partial(

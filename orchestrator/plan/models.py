@@ -20,6 +20,7 @@ class Placement(BaseModel):
     stock: str = ""
     gpu_memory_gib: int | None = None  # each GPU's (a vGPU slice's share); None: not a known GPU type
     cpus: int = 0  # vCPUs
+    bandwidth_gbps: float | None = None  # the instance's network; None: the catalog did not say
 
     @property
     def billing(self) -> str:

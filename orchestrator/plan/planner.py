@@ -113,6 +113,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
                         stock=offer.stock,
                         gpu_memory_gib=gpu_memory_of(instance_type),
                         cpus=offer.cpu,
+                        bandwidth_gbps=offer.bandwidth_gbps,
                     )
                 )
         candidates += _cheapest_first([p for p in placements if p.instance_type in chosen], zones)

@@ -160,8 +160,8 @@ def read_body(stream: Any, size: int) -> bytes:
 
 
 # Keep-alive connections to COS per TencentSdk. The SDK's own pool (one per process, sized by the first client's
-# CosConfig: 10) is smaller than an agent's transfers in flight (8 objects at a time, each in up to 4 ranges, plus
-# checkpoint uploads): past it, every request beyond the tenth opened a new connection and threw it away.
+# CosConfig: 10) is smaller than an agent's transfers in flight (up to 32 ranges and parts, agent/cloud.py, and its
+# other calls): past it, every request beyond the tenth opened a new connection and threw it away.
 COS_CONNECTIONS = 64
 
 

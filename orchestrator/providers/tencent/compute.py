@@ -240,6 +240,7 @@ class Offering:
     unit_price: float | None  # CNY/hour after discount (postpaid, spot)
     local_disk_types: tuple[str, ...] = field(default=())
     sold_out_reason: str | None = None
+    bandwidth_gbps: float | None = None  # the instance's network (InstanceBandwidth)
 
 
 def offerings(
@@ -270,6 +271,7 @@ def offerings(
                 unit_price=float(unit) if unit is not None else None,
                 local_disk_types=tuple(d.get("Type", "") for d in row.get("LocalDiskTypeList") or []),
                 sold_out_reason=row.get("SoldOutReason") or None,
+                bandwidth_gbps=float(row["InstanceBandwidth"]) if row.get("InstanceBandwidth") else None,
             )
         )
     return out

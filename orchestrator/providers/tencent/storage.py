@@ -13,9 +13,9 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Executor, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import crc64ecma
 
@@ -26,6 +26,9 @@ from .objects import ChecksumMismatch, ObjectInfo, Progress, info_from_headers, 
 
 MiB = 1024 * 1024
 SMALL_FILE = WHOLE_BODY  # files up to this size may go up many at once (upload_many), read whole
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def file_crc64(path: Path, chunk: int = 8 * MiB) -> int:
@@ -44,12 +47,38 @@ def _joined(pieces: list[tuple[int, int]]) -> int:
     return value
 
 
+def _all_of(pool: Executor, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """``fn`` over ``items`` on ``pool``, results in order. Returns or raises only once no call runs any more (a
+    range still writing into a file the caller closes would write into whatever file takes its descriptor next);
+    the first failure cancels the calls not yet started."""
+    futures = [pool.submit(fn, item) for item in items]
+    wait(futures, return_when=FIRST_EXCEPTION)
+    if any(f.done() and not f.cancelled() and f.exception() is not None for f in futures):
+        for future in futures:
+            future.cancel()
+    wait(futures)
+    return [future.result() for future in futures]  # in submission order: a failure comes before a cancelled one
+
+
 class ObjectStore:
-    def __init__(self, sdk: TencentSdk, bucket: str, part_size: int = 16 * MiB, threads: int = 8) -> None:
+    """One bucket. The ranges of a large download and the parts of a large upload run on ``ranges`` when given:
+    an executor shared by every store of a process, whose size is the requests in flight that the link wants (the
+    agent sizes it to the instance's bandwidth) and the bound on memory; without it, each large transfer runs
+    ``threads`` requests of its own."""
+
+    def __init__(self, sdk: TencentSdk, bucket: str, part_size: int = 16 * MiB, threads: int = 8,
+                 ranges: Executor | None = None) -> None:
         self.sdk = sdk
         self.bucket = bucket
         self.part_size = part_size
         self.threads = threads
+        self.ranges = ranges
+
+    def _each_range(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+        if self.ranges is not None:
+            return _all_of(self.ranges, fn, items)
+        with ThreadPoolExecutor(max_workers=self.threads) as pool:
+            return _all_of(pool, fn, items)
 
     # -- bucket ----------------------------------------------------------------------------------------
     def bucket_exists(self) -> bool:
@@ -128,8 +157,9 @@ class ObjectStore:
     # -- files -----------------------------------------------------------------------------------------
     def upload_file(self, path: Path, key: str, progress: Progress | None = None) -> ObjectInfo:
         """``path`` to ``key``, verified: the returned info's ``crc64`` is the file's, checked against what COS
-        computed. A large file goes as parallel parts read from disk as they are sent (memory: ``threads`` parts),
-        each part's CRC taken on the way, so the file is read once; COS shows the object only once complete."""
+        computed. A large file goes as parallel parts read from disk as they are sent (memory: a part per request in
+        flight), each part's CRC taken on the way, so the file is read once; COS shows the object only once
+        complete."""
         size = path.stat().st_size
         if size <= self.part_size:
             data = path.read_bytes()
@@ -152,8 +182,7 @@ class ObjectStore:
             return {"PartNumber": index + 1, "ETag": headers["ETag"]}, (crc64ecma.update(body), len(body))
 
         try:
-            with ThreadPoolExecutor(max_workers=self.threads) as pool:
-                sent = list(pool.map(send, range(len(offsets))))
+            sent = self._each_range(send, list(range(len(offsets))))
             parts = [part for part, _ in sent]
             result = self.sdk.cos_call(
                 "complete_multipart_upload",
@@ -215,8 +244,7 @@ class ObjectStore:
                     )
                 return value, offset - start
 
-            with ThreadPoolExecutor(max_workers=self.threads) as pool:
-                pieces = list(pool.map(fetch, ranges))
+            pieces = self._each_range(fetch, ranges)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)

@@ -81,3 +81,9 @@ def test_the_cos_endpoint_bypasses_the_instance_proxy_in_both_forms(monkeypatch:
     bypass_proxy_for("127.0.0.1:9000")
     assert os.environ["NO_PROXY"] == "example.com,127.0.0.1,127.0.0.1:9000"
     assert os.environ["no_proxy"] == "127.0.0.1,127.0.0.1:9000"
+
+
+@pytest.mark.parametrize(("gbps", "ranges"), [(None, 8), (1.5, 8), (5.0, 13), (10.0, 25), (12.8, 32), (100.0, 32)])
+def test_large_files_keep_about_a_request_in_flight_per_link_share_within_bounds(gbps: float | None,
+                                                                                  ranges: int) -> None:
+    assert cloud.ranges_in_flight(gbps) == ranges

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import fingerprint
-from orchestrator.contract import JobLayout, Phase, RunFacts, Status, latest_key
+from orchestrator.contract import AgentConfig, JobLayout, Phase, RunFacts, Status, latest_key
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next
 from orchestrator.lifecycle.machine import JobState
@@ -29,7 +29,8 @@ from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 REGION, ZONE, IMAGE, SMALL = "ap-guangzhou", "ap-guangzhou-3", "img-487zeit5", "S5.MEDIUM4"
-PLACEMENT = Placement(zone=ZONE, instance_type=SMALL, charge_type=ChargeType.ON_DEMAND, price_per_hour=0.3)
+PLACEMENT = Placement(zone=ZONE, instance_type=SMALL, charge_type=ChargeType.ON_DEMAND, price_per_hour=0.3,
+                      bandwidth_gbps=1.5)
 
 
 @dataclass
@@ -147,6 +148,12 @@ def test_a_wait_worth_telling_is_told_once_while_it_lasts(run: Run) -> None:
     for reason in ("the pool is busy", "the pool is busy", "booting", "the pool is busy"):
         assert run.executor.run(A.Wait(5.0, reason, tell=reason != "booting")) is Next.LOOK_AGAIN
     assert [m for kind, m in run.told if kind == "wait"] == ["the pool is busy", "the pool is busy"]
+
+
+def test_each_agent_is_told_its_instances_network_bandwidth(run: Run) -> None:
+    start(run)
+    config = AgentConfig.model_validate(run.executor.state.get_json(JobLayout(run.job_id).agent_config(1, 0)))
+    assert config.bandwidth_gbps == 1.5
 
 
 def test_an_attempts_keys_are_on_record_for_decide_and_a_refresh_replaces_them(run: Run) -> None:

@@ -33,6 +33,7 @@ def offering(zone: str, instance_type: str, charge: str, stock: str = "EnoughSto
         on_sale=stock != "WithoutStock",
         stock=stock,
         unit_price=round(price, 2),
+        bandwidth_gbps=float(CPUS[instance_type]),  # any figure that tells the types apart
     )
 
 
@@ -272,3 +273,8 @@ def test_no_spot_capacity_today_starts_on_demand_when_the_policy_falls_back() ->
     plan = make_plan(spec(billing={"mode": "spot"}), facts(*gone), on_demand_fallback=True)
     assert [p.charge_type for p in plan.candidates] == ["POSTPAID_BY_HOUR", "POSTPAID_BY_HOUR"]
     assert plan.warnings and "starts on demand" in plan.warnings[0]
+
+
+def test_each_placement_carries_its_types_network_bandwidth() -> None:
+    plan = make_plan(spec(instance={"type": "GT4.4XLARGE96"}), facts())
+    assert {p.bandwidth_gbps for p in plan.candidates} == {16.0}

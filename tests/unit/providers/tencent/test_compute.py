@@ -130,3 +130,22 @@ def test_a_batch_one_instance_fails_is_terminated_one_by_one_and_a_pending_one_i
     fake.pending.clear()  # it has left PENDING
     compute.terminate(fake, [ids[3], ids[7], ids[120]])  # type: ignore[arg-type]
     assert fake.terminated[-1] == ids[3]
+
+
+class Quotas:
+    """DescribeZoneInstanceConfigInfos answering fixed rows."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+
+    def call(self, service: str, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert (service, action) == ("cvm", "DescribeZoneInstanceConfigInfos")
+        return {"InstanceTypeQuotaSet": self.rows}
+
+
+def test_an_offering_carries_the_types_network_bandwidth_when_the_catalog_gives_it() -> None:
+    row = {"Zone": "ap-guangzhou-3", "InstanceType": "GT4.4XLARGE96", "InstanceChargeType": "POSTPAID_BY_HOUR",
+           "Status": "SELL", "InstanceBandwidth": 25}
+    fake = Quotas([row, {**row, "InstanceType": "S5.MEDIUM4", "InstanceBandwidth": None}])
+    found = compute.offerings(fake, ["ap-guangzhou-3"], None, ChargeType.ON_DEMAND)  # type: ignore[arg-type]
+    assert [(o.instance_type, o.bandwidth_gbps) for o in found] == [("GT4.4XLARGE96", 25.0), ("S5.MEDIUM4", None)]

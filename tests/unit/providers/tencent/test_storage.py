@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from orchestrator.providers.tencent import StaticCredential, TencentSdk
-from orchestrator.providers.tencent.storage import ChecksumMismatch, ObjectInfo, ObjectStore, file_crc64
+from orchestrator.providers.tencent.errors import TransientError
+from orchestrator.providers.tencent.storage import ChecksumMismatch, ObjectInfo, ObjectStore, _all_of, file_crc64
 from tests.emulator_process import EmulatorProcess
 
 PART = 1024 * 1024  # COS's smallest part (but the last)
@@ -60,3 +63,45 @@ def test_a_small_upload_returns_the_crc_it_verified(store: ObjectStore, tmp_path
     source = tmp_path / "small.bin"
     source.write_bytes(b"weights" * 100)
     assert store.upload_file(source, "small.bin").crc64 == file_crc64(source)
+
+
+def test_a_failed_range_cancels_what_has_not_started_and_returns_once_nothing_runs() -> None:
+    started: list[int] = []
+    running: list[int] = []
+
+    def fetch(n: int) -> int:
+        started.append(n)
+        running.append(n)
+        try:
+            if n == 1:
+                raise OSError("reset")
+            time.sleep(0.2)
+            return n
+        finally:
+            running.remove(n)
+
+    with ThreadPoolExecutor(max_workers=2) as pool, pytest.raises(OSError, match="reset"):
+        _all_of(pool, fetch, list(range(10)))
+    assert running == []  # range 0 had ended before the error came out
+    assert 0 in started and len(started) < 10
+
+
+def test_stores_sharing_one_executor_move_large_files_both_ways(store: ObjectStore, tmp_path: Path,
+                                                               emulator: EmulatorProcess) -> None:
+    with ThreadPoolExecutor(max_workers=3) as ranges:
+        shared = ObjectStore(store.sdk, store.bucket, part_size=PART, ranges=ranges)
+        sources = [tmp_path / f"big-{i}.bin" for i in range(3)]
+        for source in sources:
+            source.write_bytes(os.urandom(3 * PART + 7))
+        with ThreadPoolExecutor(max_workers=3) as files:  # three files at once, their parts on the three workers
+            sent = list(files.map(lambda s: shared.upload_file(s, f"shared/{s.name}"), sources))
+            back = list(files.map(lambda s: shared.download_file(f"shared/{s.name}", tmp_path / "back" / s.name),
+                                  sources))
+        assert [i.crc64 for i in sent] == [i.crc64 for i in back] == [file_crc64(s) for s in sources]
+        emulator.admin.inject_cos("reset_body", operation="GetObject", key_prefix="shared/big-0", after_bytes=1000)
+        try:
+            with pytest.raises(TransientError):
+                shared.download_file("shared/big-0.bin", tmp_path / "again" / "big-0.bin")
+        finally:
+            emulator.admin.clear_faults()
+        assert list((tmp_path / "again").iterdir()) == []  # neither the file nor its part file
