@@ -56,6 +56,7 @@ http {{
     fastcgi_temp_path {prefix}/fastcgi;
     uwsgi_temp_path {prefix}/uwsgi;
     scgi_temp_path {prefix}/scgi;
+    map $arg_limit_rate $paced {{ "" 0; default $arg_limit_rate; }}  # ?limit_rate=N: N bytes/s a connection
     server {{
         listen 127.0.0.1:{port};
         root {root};
@@ -63,6 +64,7 @@ http {{
         location / {{
             dav_methods PUT;
             create_full_put_path on;
+            limit_rate $paced;
         }}
     }}
 }}

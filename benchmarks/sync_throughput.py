@@ -1,14 +1,15 @@
 """cvmjob's data sync and checkpoint upload next to the official SDK, coscmd, and nginx as the ceiling.
 
     python benchmarks/sync_throughput.py [--small 3000] [--small-kib 110] [--large-mib 1024] [--repeat 3]
-                                         [--skip-coscmd]
+                                         [--skip-coscmd] [--link-gbps 10] [--connection-mbps 50]
 
 One emulator holds a prefix of ``--small`` objects of ``--small-kib`` KiB and one object of ``--large-mib`` MiB;
 nginx serves the same files from the same disk. Each contestant runs in a process of its own (its peak RSS is
 that process's), downloads into an empty folder, and the folder is checked (file count, bytes) afterwards:
 
 - **cvmjob**: the agent's own ``sync_data`` (listing, plan, CRC-64-verified atomic downloads, the index), and for
-  uploads the agent's ``CheckpointUploader`` over a checkpoint folder (verified parts, then the manifest).
+  uploads the agent's ``CheckpointUploader`` over a checkpoint folder (verified parts, then the manifest), with
+  the ranges in flight that the agent keeps on an instance of ``--link-gbps``.
 - **SDK**: cos-python-sdk-v5 as its README shows it: a sequential ``get_object`` / ``put_object`` loop over the
   listing for small objects, ``download_file`` / ``upload_file`` at their defaults for the large one.
 - **coscmd**: ``coscmd download -r`` / ``upload -r`` (its own defaults), through the emulator's proxy as
@@ -16,6 +17,11 @@ that process's), downloads into an empty folder, and the folder is checked (file
 - **nginx**: plain keep-alive ``http.client`` connections, 16 threads for small files and 8 ranged GETs/PUTs of
   64 MiB for the large one, writing/reading the same local disk, with no signature and no checksum: what the
   loopback and the disk allow.
+
+The large object is moved once more with every connection held to ``--connection-mbps`` (the emulator's
+``slow_body`` fault on every request, nginx's ``limit_rate``): what a network path that limits each connection
+does, which the loopback does not. The default, 50 MB/s, is what the AWS Common Runtime's S3 client plans for a
+connection (4 Gbps per 10). nginx's client then keeps as many connections as cvmjob; it cannot pace an upload.
 
 Times exclude each process's imports and start with the disks synced; every contestant's bytes land in the page
 cache the same way (only cvmjob syncs them: its data index, every 5 s and once more after the sync returns, off the
@@ -26,6 +32,7 @@ CPUs as the clients, so small-object rates here are a floor for what a real COS 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import http.client
 import json
@@ -45,6 +52,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, when run as a script
 from benchmarks.cos_throughput import find_nginx, start_nginx
+from orchestrator.agent.cloud import ranges_in_flight
 from tests.emulator.test_coscmd import Coscmd, clients_venv
 from tests.emulator_process import EmulatorProcess, start_emulator
 
@@ -80,7 +88,7 @@ def _cvmjob_stores(cfg: dict[str, Any]) -> Any:
 
     sdk = TencentSdk(StaticCredential(cfg["secret_id"], cfg["secret_key"]), REGION, endpoint=cfg["endpoint"],
                      appid=cfg["appid"])
-    return Stores(sdk)
+    return Stores(sdk, cfg["ranges"])
 
 
 def cvmjob_download(cfg: dict[str, Any]) -> Callable[[], None]:
@@ -194,14 +202,15 @@ def nginx_download(cfg: dict[str, Any]) -> Callable[[], None]:
         path = dest / name
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        target = "/" + quote(name) + (f"?limit_rate={cfg['limit_rate']}" if cfg["limit_rate"] else "")
 
         def piece(start: int) -> None:
-            os.pwrite(fd, _nginx_send(port, local, "GET", "/" + quote(name), span=(start, min(start + PIECE,
-                                                                                          size) - 1)), start)
+            os.pwrite(fd, _nginx_send(port, local, "GET", target, span=(start, min(start + cfg["piece"], size) - 1)),
+                      start)
 
         try:
-            with ThreadPoolExecutor(8) as pool:
-                list(pool.map(piece, range(0, size, PIECE)))
+            with ThreadPoolExecutor(cfg["threads"]) as pool:
+                list(pool.map(piece, range(0, size, cfg["piece"])))
         finally:
             os.close(fd)
 
@@ -317,6 +326,10 @@ def main() -> None:
     parser.add_argument("--large-mib", type=int, default=1024, help="the size of the large object")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of each workload; the median is shown")
     parser.add_argument("--skip-coscmd", action="store_true", help="leave coscmd out (no clients virtualenv)")
+    parser.add_argument("--link-gbps", type=float, default=10.0,
+                        help="the instance bandwidth cvmjob's agent sizes its large transfers to (the emulator's)")
+    parser.add_argument("--connection-mbps", type=float, default=50.0,
+                        help="the large object once more with every connection held to this many MB/s (0: skip)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("config", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -328,6 +341,7 @@ def main() -> None:
         sys.exit(f"coscmd is not installed at {clients_venv()}: `make clients`, or pass --skip-coscmd")
     nginx_binary = find_nginx()
     contestants = ["cvmjob", "sdk", *(["coscmd"] if use_coscmd else []), "nginx"]
+    ranges = ranges_in_flight(args.link_gbps)
     rows: list[tuple[str, str, dict[str, dict[str, float]]]] = []
     with tempfile.TemporaryDirectory(prefix="sync-bench-") as scratch:
         work = Path(scratch)
@@ -337,25 +351,37 @@ def main() -> None:
             bucket = f"bench-{emulator.appid}"
             seed(emulator, bucket, work / "nginx" / "root", work / "data", args)
             common = {"secret_id": emulator.secret_id, "secret_key": emulator.secret_key, "port": emulator.port,
-                      "endpoint": emulator.endpoint, "appid": emulator.appid, "bucket": bucket,
+                      "endpoint": emulator.endpoint, "appid": emulator.appid, "bucket": bucket, "ranges": ranges,
                       "emulator": {"endpoint": emulator.endpoint, "secret_id": emulator.secret_id,
                                    "secret_key": emulator.secret_key}}
+            large = args.large_mib * MiB
             workloads = [
-                ("small", f"{args.small} x {args.small_kib} KiB", SMALL_PREFIX, args.small * args.small_kib * 1024),
-                ("large", f"1 x {args.large_mib} MiB", "large/", args.large_mib * MiB),
+                Workload("small", f"{args.small} x {args.small_kib} KiB", SMALL_PREFIX,
+                         args.small * args.small_kib * 1024),
+                Workload("large", f"1 x {args.large_mib} MiB", "large/", large),
             ]
+            if args.connection_mbps:
+                workloads.append(Workload("large", f"1 x {args.large_mib} MiB, {args.connection_mbps:g} MB/s a conn",
+                                          "large/", large, int(args.connection_mbps * 1e6)))
             bench = Bench(work, common, nginx_port, emulator.port)
-            for kind, label, prefix, total in workloads:
+            for planned in workloads:
                 files = [(str(p.relative_to(work / "nginx" / "root")), p.stat().st_size)
-                         for p in sorted((work / "nginx" / "root" / prefix).iterdir())]
-                workload = Workload(kind, prefix, total, files)
-                # The first reader of freshly written objects pays for the disk (4 s for 1 GiB here): one
-                # untimed pass first, then rounds in a rotating order.
-                bench.download(workload, "sdk", -1)
+                         for p in sorted((work / "nginx" / "root" / planned.prefix).iterdir())]
+                workload = dataclasses.replace(planned, files=files)
+                if not workload.paced:
+                    # The first reader of freshly written objects pays for the disk (4 s for 1 GiB here): one
+                    # untimed pass first, then rounds in a rotating order.
+                    bench.download(workload, "sdk", -1)
+                else:  # every body to or from COS at this pace, per request (the emulator's slow_body)
+                    emulator.admin.inject_cos("slow_body", bucket=bucket, bytes_per_second=workload.paced, count=None)
                 for direction, step in (("download", bench.download), ("upload", bench.upload)):
-                    results = rounds(contestants, args.repeat, functools.partial(step, workload))
-                    rows.append((f"{direction} {label}", kind, {n: {**r, "rate": rate(kind, r, args, total)}
-                                                                 for n, r in results.items()}))
+                    # nginx paces only what it sends (limit_rate): no ceiling for a paced upload.
+                    names = [n for n in contestants if not (workload.paced and direction == "upload" and n == "nginx")]
+                    results = rounds(names, args.repeat, functools.partial(step, workload))
+                    rows.append((f"{direction} {workload.label}", workload.name,
+                                 {n: {**r, "rate": rate(workload.kind, r, args, workload.total)}
+                                  for n, r in results.items()}))
+                emulator.admin.clear_faults()
         finally:
             nginx_process.terminate()
             nginx_process.wait()
@@ -366,9 +392,15 @@ def main() -> None:
 @dataclass(frozen=True)
 class Workload:
     kind: str  # "small" or "large"
+    label: str
     prefix: str
     total: int  # bytes
-    files: list[tuple[str, int]]  # as nginx serves them: path under its root, size
+    paced: int = 0  # bytes/s a connection may carry (0: as fast as it goes)
+    files: list[tuple[str, int]] = dataclasses.field(default_factory=list)  # nginx's: path under its root, size
+
+    @property
+    def name(self) -> str:
+        return self.kind + ("-paced" if self.paced else "")
 
 
 @dataclass(frozen=True)
@@ -379,13 +411,16 @@ class Bench:
     emulator_port: int
 
     def _cfg(self, workload: Workload, name: str, direction: str) -> dict[str, Any]:
-        home = self.work / "coscmd-home" / f"{name}-{workload.kind}-{direction}"
+        home = self.work / "coscmd-home" / f"{name}-{workload.name}-{direction}"
         home.mkdir(parents=True, exist_ok=True)
-        return {**self.common, "large": workload.kind == "large", "home": str(home),
-                "port": self.nginx_port if name == "nginx" else self.emulator_port}
+        # nginx's client: 8 ranges of 64 MiB; paced, as many connections of cvmjob's part size as cvmjob keeps.
+        pieces = ({"piece": 16 * MiB, "threads": self.common["ranges"]} if workload.paced
+                  else {"piece": PIECE, "threads": 8})
+        return {**self.common, **pieces, "large": workload.kind == "large", "home": str(home),
+                "limit_rate": workload.paced, "port": self.nginx_port if name == "nginx" else self.emulator_port}
 
     def download(self, workload: Workload, name: str, round_: int) -> dict[str, float]:
-        dest = self.work / "dest" / f"{name}-{workload.kind}-{round_}"
+        dest = self.work / "dest" / f"{name}-{workload.name}-{round_}"
         dest.mkdir(parents=True)
         cfg = {**self._cfg(workload, name, "get"), "prefix": workload.prefix, "dest": str(dest),
                "files": workload.files}
@@ -398,7 +433,7 @@ class Bench:
         return result
 
     def upload(self, workload: Workload, name: str, round_: int) -> dict[str, float]:
-        cfg = {**self._cfg(workload, name, "put"), "prefix": f"up-{name}-{workload.kind}-{round_}/",
+        cfg = {**self._cfg(workload, name, "put"), "prefix": f"up-{name}-{workload.name}-{round_}/",
                "source": str(self.work / "data" / workload.kind)}
         return measure(f"{name}-upload", cfg)
 
@@ -421,16 +456,19 @@ def rate(kind: str, result: dict[str, float], args: argparse.Namespace, total: i
 def report(rows: list[tuple[str, str, dict[str, dict[str, float]]]], contestants: list[str],
            args: argparse.Namespace) -> None:
     print(f"cvmjob's sync and upload vs the SDK, coscmd and nginx on 127.0.0.1 ({os.cpu_count()} CPUs; "
-          f"one emulator; objects/s for small, MB/s for large; median of {args.repeat} rounds)")
-    header = f"{'workload':<28}" + "".join(f"{n:>10}" for n in contestants)
+          f"one emulator; cvmjob sized to {args.link_gbps:g} Gbps, {ranges_in_flight(args.link_gbps)} ranges; "
+          f"objects/s for small, MB/s for large; median of {args.repeat} rounds)")
+    header = f"{'workload':<44}" + "".join(f"{n:>9}" for n in contestants)
     ratios = [n for n in contestants if n != "cvmjob"]
-    print(header + "".join(f"{'x ' + n:>12}" for n in ratios) + f"{'cvmjob RSS':>12}")
+    print(header + "".join(f"{'x ' + n:>10}" for n in ratios) + f"{'cvmjob RSS':>12}")
     for label, _, results in rows:
-        line = f"{label:<28}" + "".join(f"{results[n]['rate']:>10.0f}" for n in contestants)
-        line += "".join(f"{results['cvmjob']['rate'] / results[n]['rate']:>12.2f}" for n in ratios)
+        line = f"{label:<44}" + "".join(f"{results[n]['rate']:>9.0f}" if n in results else f"{'-':>9}"
+                                        for n in contestants)
+        line += "".join(f"{results['cvmjob']['rate'] / results[n]['rate']:>10.2f}" if n in results else f"{'-':>10}"
+                        for n in ratios)
         print(line + f"{results['cvmjob']['rss_mb']:>9.0f} MB")
-    summary = {f"{label.split()[0]}_{kind}_x_{n}": results["cvmjob"]["rate"] / results[n]["rate"]
-               for label, kind, results in rows for n in ratios}
+    summary = {f"{label.split()[0]}_{name.replace('-', '_')}_x_{n}": results["cvmjob"]["rate"] / results[n]["rate"]
+               for label, name, results in rows for n in ratios if n in results}
     peak = max(results["cvmjob"]["rss_mb"] for _, _, results in rows)
     print("sync_throughput: " + " ".join(f"{k}={v:.2f}" for k, v in summary.items()) + f" cvmjob_rss_mb={peak:.0f}")
 
