@@ -60,6 +60,31 @@ def _all_of(pool: Executor, fn: Callable[[T], R], items: list[T]) -> list[R]:
     return [future.result() for future in futures]  # in submission order: a failure comes before a cancelled one
 
 
+class _PartReader:
+    """``length`` bytes of a file from ``offset``, as a request body: read as they are sent, their CRC-64 taken on
+    the way (the file is read once). A context manager that closes the file."""
+
+    def __init__(self, path: Path, offset: int, length: int) -> None:
+        self._file = path.open("rb")
+        self._file.seek(offset)
+        self._left = length
+        self.sent = 0
+        self.crc = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(self._left if size < 0 else min(size, self._left))
+        self._left -= len(data)
+        self.sent += len(data)
+        self.crc = crc64ecma.update(data, self.crc)
+        return data
+
+    def __enter__(self) -> _PartReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._file.close()
+
+
 class ObjectStore:
     """One bucket. The ranges of a large download and the parts of a large upload run on ``ranges`` when given:
     an executor shared by every store of a process, whose size is the requests in flight that the link wants (the
@@ -171,15 +196,15 @@ class ObjectStore:
         offsets = list(range(0, size, self.part_size))
 
         def send(index: int) -> tuple[dict[str, Any], tuple[int, int]]:
-            with path.open("rb") as f:
-                f.seek(offsets[index])
-                body = f.read(self.part_size)
-            headers = self.sdk.cos_call(
-                "upload_part", Bucket=self.bucket, Key=key, Body=body, PartNumber=index + 1, UploadId=upload_id
-            )
+            length = min(self.part_size, size - offsets[index])
+            with _PartReader(path, offsets[index], length) as body:
+                params = {"partNumber": str(index + 1), "uploadId": upload_id}
+                headers = self.sdk.cos_put(self.bucket, key, params, body, length)
+            if body.sent != length:
+                raise errors.TransientError("IncompleteBody", f"{path} changed while part {index + 1} was sent")
             if progress:
-                progress(len(body))
-            return {"PartNumber": index + 1, "ETag": headers["ETag"]}, (crc64ecma.update(body), len(body))
+                progress(length)
+            return {"PartNumber": index + 1, "ETag": headers["ETag"]}, (body.crc, length)
 
         try:
             sent = self._each_range(send, list(range(len(offsets))))

@@ -12,9 +12,17 @@ from pathlib import Path
 
 import pytest
 
+import crc64ecma
 from orchestrator.providers.tencent import StaticCredential, TencentSdk
 from orchestrator.providers.tencent.errors import TransientError
-from orchestrator.providers.tencent.storage import ChecksumMismatch, ObjectInfo, ObjectStore, _all_of, file_crc64
+from orchestrator.providers.tencent.storage import (
+    ChecksumMismatch,
+    ObjectInfo,
+    ObjectStore,
+    _all_of,
+    _PartReader,
+    file_crc64,
+)
 from tests.emulator_process import EmulatorProcess
 
 PART = 1024 * 1024  # COS's smallest part (but the last)
@@ -105,3 +113,13 @@ def test_stores_sharing_one_executor_move_large_files_both_ways(store: ObjectSto
         finally:
             emulator.admin.clear_faults()
         assert list((tmp_path / "again").iterdir()) == []  # neither the file nor its part file
+
+
+def test_a_part_is_read_from_its_offset_as_it_is_sent_and_checksummed_on_the_way(tmp_path: Path) -> None:
+    source = tmp_path / "f.bin"
+    data = os.urandom(3 * PART)
+    source.write_bytes(data)
+    with _PartReader(source, PART, PART + 5) as part:
+        blocks = iter(lambda: part.read(64 * 1024), b"")
+        assert b"".join(blocks) == data[PART : 2 * PART + 5]
+    assert (part.sent, part.crc) == (PART + 5, crc64ecma.update(data[PART : 2 * PART + 5]))
