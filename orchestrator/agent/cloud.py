@@ -36,8 +36,9 @@ _REFETCH_SECONDS = 5.0
 
 # About what one connection to the object store carries: the AWS Common Runtime's S3 client (aws-c-s3,
 # s3_client.c) plans 4 Gbps for every 10 connections to reach a throughput target. Enough ranges stay in flight to
-# fill the instance's link: at least 8 (also when the catalog gives no bandwidth), at most 32, as each holds a
-# 16 MiB part in memory while it uploads and all must fit in the SDK's keep-alive pool of 64.
+# fill the instance's link: at least 8 (also when the catalog gives no bandwidth), at most 32: each is a thread
+# and a connection, and all must fit in the SDK's keep-alive pool of 64 (a range or a part streams through a MiB
+# of memory at a time).
 _GBPS_PER_CONNECTION = 0.4
 _RANGES_MIN, _RANGES_MAX = 8, 32
 
@@ -130,7 +131,7 @@ def ranges_in_flight(bandwidth_gbps: float | None) -> int:
 class Stores:
     """ObjectStores over one SDK, by bucket (the state bucket, and data/checkpoint/output buckets). Their large
     transfers share ``ranges`` requests in flight: the data sync's and the checkpoint uploads' together never keep
-    more than the link wants, or more parts in memory than that."""
+    more than the link wants."""
 
     def __init__(self, sdk: TencentSdk, ranges: int = _RANGES_MIN) -> None:
         self.sdk = sdk

@@ -88,8 +88,8 @@ class _PartReader:
 class ObjectStore:
     """One bucket. The ranges of a large download and the parts of a large upload run on ``ranges`` when given:
     an executor shared by every store of a process, whose size is the requests in flight that the link wants (the
-    agent sizes it to the instance's bandwidth) and the bound on memory; without it, each large transfer runs
-    ``threads`` requests of its own."""
+    agent sizes it to the instance's bandwidth); without it, each large transfer runs ``threads`` requests of its
+    own. Either way each request streams, a MiB at a time."""
 
     def __init__(self, sdk: TencentSdk, bucket: str, part_size: int = 16 * MiB, threads: int = 8,
                  ranges: Executor | None = None) -> None:
@@ -182,9 +182,9 @@ class ObjectStore:
     # -- files -----------------------------------------------------------------------------------------
     def upload_file(self, path: Path, key: str, progress: Progress | None = None) -> ObjectInfo:
         """``path`` to ``key``, verified: the returned info's ``crc64`` is the file's, checked against what COS
-        computed. A large file goes as parallel parts read from disk as they are sent (memory: a part per request in
-        flight), each part's CRC taken on the way, so the file is read once; COS shows the object only once
-        complete."""
+        computed. A large file goes as parallel parts read from disk as they are sent (memory: a block per request
+        in flight, not a part), each part's CRC taken on the way, so the file is read once; COS shows the object
+        only once complete."""
         size = path.stat().st_size
         if size <= self.part_size:
             data = path.read_bytes()
