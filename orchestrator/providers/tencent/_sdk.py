@@ -307,7 +307,7 @@ class TencentSdk:
         url = conf.uri(bucket=bucket, path=key)
         return (url + "?" + urllib.parse.urlencode(params) if params else url), sent
 
-    def cos_http_error(self, status: int, body: bytes, method: str = "GET") -> errors.CloudError:
+    def cos_http_error(self, status: int, body: bytes, method: str) -> errors.CloudError:
         """A COS error answer (its HTTP status and XML body) in our terms, as the SDK's calls translate it."""
         return self._cos_error(CosServiceError(method, body.decode(errors="replace"), status))
 
@@ -323,14 +323,8 @@ class TencentSdk:
         does not print), this about 0.7 ms (benchmarks/sync_throughput.py). The body must be read to its end
         inside the block."""
         url, sent = self.cos_request("GET", bucket, key, headers)
+        response = self._cos_send("GET", url, sent, preload_content=False)
         try:
-            response = self._pool(url).urlopen("GET", url, headers=sent, preload_content=False, retries=False,
-                                               redirect=False, timeout=self._timeout)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise self.cos_network_error(exc) from exc
-        try:
-            if response.status >= 400:
-                raise self.cos_http_error(response.status, response.data)
             yield dict(response.headers), response
         except BaseException:
             response.close()  # the body may be half read: the connection cannot serve another request
@@ -342,14 +336,21 @@ class TencentSdk:
         ``cos_request``'s URL and signature; the response headers. A part of a multipart upload through the SDK
         held the whole part in memory, 16 MiB for each request in flight."""
         url, sent = self.cos_request("PUT", bucket, key, {"Content-Length": str(length)}, params)
+        return dict(self._cos_send("PUT", url, sent, body=body).headers)
+
+    def _cos_send(self, method: str, url: str, headers: dict[str, str], **options: Any) -> urllib3.BaseHTTPResponse:
+        """One request of ``cos_get``/``cos_put`` through the host's keep-alive pool; a network failure or an error
+        answer comes out as a CloudError (the connection of an error answer is closed)."""
         try:
-            response = self._pool(url).urlopen("PUT", url, body=body, headers=sent, retries=False, redirect=False,
-                                               timeout=self._timeout)
+            response = self._pool(url).urlopen(method, url, headers=headers, retries=False, redirect=False,
+                                               timeout=self._timeout, **options)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise self.cos_network_error(exc) from exc
         if response.status >= 400:
-            raise self.cos_http_error(response.status, response.data, "PUT")
-        return dict(response.headers)
+            error = self.cos_http_error(response.status, response.data, method)
+            response.close()
+            raise error
+        return response
 
     def cos_proxy(self, url: str) -> str | None:
         """The proxy a request to ``url`` goes through: the one the environment names for its scheme, unless its

@@ -91,7 +91,7 @@ class _Many:
             async with self.session.request(method, yarl.URL(url, encoded=True), headers=signed, data=body,
                                             proxy=self.sdk.cos_proxy(url), allow_redirects=False) as response:
                 if response.status >= 400:
-                    raise self.sdk.cos_http_error(response.status, await response.read())
+                    raise self.sdk.cos_http_error(response.status, await response.read(), method)
                 return await answer(response)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise self.sdk.cos_network_error(exc) from exc

@@ -67,13 +67,13 @@ class _PartReader:
     def __init__(self, path: Path, offset: int, length: int) -> None:
         self._file = path.open("rb")
         self._file.seek(offset)
-        self._left = length
+        self._length = length
         self.sent = 0
         self.crc = 0
 
     def read(self, size: int = -1) -> bytes:
-        data = self._file.read(self._left if size < 0 else min(size, self._left))
-        self._left -= len(data)
+        left = self._length - self.sent
+        data = self._file.read(left if size < 0 else min(size, left))
         self.sent += len(data)
         self.crc = crc64ecma.update(data, self.crc)
         return data
@@ -247,10 +247,9 @@ class ObjectStore:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = part_path(dest)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        lock = threading.Lock()
-        # One range writes at a time: the file system takes the file's lock for each write anyway (ext4, XFS), and
-        # ranges waiting on it in the kernel spun for it (1 GiB at 25 ranges here: 5.3-6.6 s of system time, most
-        # of it rwsem_spin_on_owner; 3.4-3.6 s waiting on this one, at the same MB/s).
+        # One range writes (and counts its bytes) at a time: the file system takes the file's lock for each write
+        # anyway (ext4, XFS), and ranges waiting on it in the kernel spun for it (1 GiB at 25 ranges here: 5.3-6.6 s
+        # of system time, most of it rwsem_spin_on_owner; 3.4-3.6 s waiting on this one, at the same MB/s).
         writing = threading.Lock()
         try:
             ranges = [(o, min(o + self.part_size, info.size) - 1) for o in range(0, info.size, self.part_size)]
@@ -263,11 +262,10 @@ class ObjectStore:
                     while chunk := read_body(stream, MiB):
                         with writing:
                             os.pwrite(fd, chunk, offset)
+                            if progress:
+                                progress(len(chunk))
                         value = crc64ecma.update(chunk, value)
                         offset += len(chunk)
-                        if progress:
-                            with lock:
-                                progress(len(chunk))
                 if offset != end + 1:
                     raise errors.TransientError(
                         "IncompleteBody", f"cos://{self.bucket}/{key} bytes {start}-{end}: got {offset - start}"
@@ -287,7 +285,6 @@ class ObjectStore:
             raise
         os.replace(tmp, dest)
         return info
-
 
     def download_many(self, wanted: Iterable[Wanted], done: Callable[[Wanted, ObjectInfo], None], *,
                       concurrency: int, stop: threading.Event | None = None) -> list[tuple[Wanted, errors.CloudError]]:
