@@ -71,10 +71,15 @@ def _is_simple(command: str) -> bool:
         return False
 
 
+def runs_under_torchrun(command: str) -> bool:
+    """Whether ``shell_line`` starts the command under torchrun (the module docstring's rule)."""
+    return _PYTHON.fullmatch(command) is not None and _is_simple(command)
+
+
 def shell_line(command: str, topology: Topology) -> str:
     """The bash line for the command (see the module docstring for the rule)."""
     match = _PYTHON.fullmatch(command)
-    if match is None or not _is_simple(command):
+    if match is None or not runs_under_torchrun(command):
         return command
     rest = (match["rest"] or "").strip()
     first = shlex.split(rest)[0] if rest else ""

@@ -1,7 +1,9 @@
 """Preflight: what must hold before hours of training are paid for, each failure with its reason and its fix.
 
 - the training's Python (``python3`` on PATH, the interpreter the launcher uses) is 3.9 or newer and imports
-  torch;
+  torch, when the command runs under torchrun (launch.runs_under_torchrun); a command that runs as it is (``bash
+  run.sh``, ``exec python3 x.py``) brings its own launcher and framework, so torch is not asked for and a node with
+  GPUs needs only a driver;
 - a node with NVIDIA GPUs (as the host lists them, or on the PCI bus on Tencent Cloud, driver or not) has a
   driver, one new enough for the CUDA torch was built for (CUDA_FAMILIES), a CUDA build of torch that sees exactly
   the GPUs the driver lists, and, when the training runs more than one process (several on a node, or several
@@ -28,6 +30,7 @@ from orchestrator.spec.workload import TrainSpec
 
 from . import gpus
 from .errors import AttemptEnded
+from .launch import runs_under_torchrun
 
 MIN_PYTHON = (3, 9)
 MIN_FREE_BYTES = 1 << 30
@@ -180,16 +183,21 @@ def _gpu_problem(probe: TorchProbe, node: GpuFacts, processes: int) -> str | Non
     return None
 
 
-def problems(probe: TorchProbe, node: GpuFacts, processes: int, free_bytes: Mapping[Path, int]) -> list[str]:
+def problems(probe: TorchProbe | None, node: GpuFacts, processes: int, free_bytes: Mapping[Path, int]) -> list[str]:
     """Everything wrong, as sentences with their fixes; [] when the node is fit to train. ``processes``: the
-    training's, on all its nodes."""
+    training's, on all its nodes. ``probe`` None: torch was not asked (the command runs as it is)."""
     found = []
-    if probe.python and probe.python[:2] < MIN_PYTHON:
+    count = max(node.installed, node.listed)
+    if probe is None:
+        if count and node.driver is None:
+            found.append(f"the node has {count} NVIDIA GPU(s) and no driver (no nvidia-smi): install the NVIDIA "
+                         f"driver {driver_text(CUDA_FAMILIES[SUGGESTED_FAMILY].min_driver)} or newer")
+    elif probe.python and probe.python[:2] < MIN_PYTHON:
         found.append(f"Python {'.'.join(map(str, probe.python))} is too old: {'.'.join(map(str, MIN_PYTHON))}+ "
                      "is needed")
-    if probe.error is not None:
+    if probe is not None and probe.error is not None:
         found.append(f"torch cannot be imported: {probe.error}")
-    elif (node.installed or node.listed) and (gpu := _gpu_problem(probe, node, processes)) is not None:
+    elif probe is not None and count and (gpu := _gpu_problem(probe, node, processes)) is not None:
         found.append(gpu)
     for path, free in free_bytes.items():
         if free < MIN_FREE_BYTES:
@@ -205,16 +213,16 @@ def _free_bytes(path: Path) -> int:
 
 
 def run_preflight(python: str, env: Mapping[str, str], cwd: Path, folders: list[Path], train: TrainSpec,
-                  nnodes: int) -> TorchProbe:
+                  nnodes: int) -> TorchProbe | None:
     """Check the node for ``train`` on ``nnodes`` nodes; raise AttemptEnded(PREFLIGHT_FAILED) with every problem
-    found."""
+    found. The torch probe it made, None when the command runs as it is."""
     try:
         listed = gpus.visible_gpu_count()
         installed = gpus.installed_gpu_count()
         driver = gpus.driver_version() if listed or installed else None
     except gpus.GpuProbeError as exc:
         raise AttemptEnded(Outcome.PREFLIGHT_FAILED, f"the GPU driver does not answer: {exc}") from exc
-    probe = probe_torch(python, env, cwd)
+    probe = probe_torch(python, env, cwd) if runs_under_torchrun(train.command) else None
     processes = processes_per_node(train, listed) * nnodes
     found = problems(probe, GpuFacts(installed, listed, driver), processes, {f: _free_bytes(f) for f in folders})
     if found:

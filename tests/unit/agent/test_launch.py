@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.agent.launch import CommandError, Rendezvous, Topology, shell_line, training_env
+from orchestrator.agent.launch import (
+    CommandError,
+    Rendezvous,
+    Topology,
+    runs_under_torchrun,
+    shell_line,
+    training_env,
+)
 
 SINGLE = Topology(nnodes=1, min_nodes=None, nproc_per_node=2, max_restarts=0, run_id="job-1", rendezvous=None)
 TORCHRUN = "python3 -m torch.distributed.run --standalone --nnodes=1 --nproc_per_node=2 --max_restarts=0"
@@ -11,6 +18,7 @@ TORCHRUN = "python3 -m torch.distributed.run --standalone --nnodes=1 --nproc_per
 def test_a_python_script_runs_under_torchrun_with_its_arguments_untouched() -> None:
     line = shell_line('python train.py --epochs 3 --data "$CVMJOB_DATA_DIR/x"', SINGLE)
     assert line == f'exec {TORCHRUN} train.py --epochs 3 --data "$CVMJOB_DATA_DIR/x"'
+    assert runs_under_torchrun("python train.py --epochs 3")
 
 
 def test_python3_and_versioned_interpreters_are_kept_and_modules_are_supported() -> None:
@@ -24,6 +32,7 @@ def test_python3_and_versioned_interpreters_are_kept_and_modules_are_supported()
 ])
 def test_anything_but_one_python_invocation_runs_as_it_is(command: str) -> None:
     assert shell_line(command, SINGLE) == command
+    assert not runs_under_torchrun(command)
 
 
 def test_python_options_other_than_m_are_refused_with_the_way_to_write_it() -> None:

@@ -154,3 +154,22 @@ def test_the_probe_runs_the_given_interpreter(tmp_path: Path) -> None:
     probe = probe_torch(sys.executable, {"PATH": "/usr/bin:/bin"}, tmp_path)
     assert probe.python[:2] == sys.version_info[:2] and probe.torch is not None and probe.error is None
     assert probe_torch("/nonexistent/python3", {}, tmp_path).error is not None
+
+
+def test_a_command_that_runs_as_it_is_is_not_asked_for_torch_but_its_gpus_need_a_driver(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def no_probe(python: str, env: object, cwd: Path) -> TorchProbe:
+        raise AssertionError("torch was probed for a command that runs as it is")
+
+    monkeypatch.setattr(preflight, "probe_torch", no_probe)
+    monkeypatch.setattr(gpus, "visible_gpu_count", lambda: 0)
+    monkeypatch.setattr(gpus, "installed_gpu_count", lambda: 0)
+    own_launcher = TrainSpec(command="exec python3 train.py")
+    assert run_preflight("python3", {}, tmp_path, [tmp_path], own_launcher, nnodes=1) is None
+    monkeypatch.setattr(gpus, "installed_gpu_count", lambda: 2)  # on the PCI bus, no nvidia-smi
+    monkeypatch.setattr(gpus, "driver_version", lambda: None)
+    with pytest.raises(AttemptEnded) as ended:
+        run_preflight("python3", {}, tmp_path, [tmp_path], TrainSpec(command="bash run.sh"), nnodes=1)
+    assert "2 NVIDIA GPU(s) and no driver" in ended.value.reason
+    monkeypatch.setattr(gpus, "driver_version", lambda: (550, 54, 15))
+    assert run_preflight("python3", {}, tmp_path, [tmp_path], own_launcher, nnodes=1) is None
