@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 CLIENTS_VENV ?= .venv-clients
 
-.PHONY: install clients postgres chromium test lint demo clean
+.PHONY: install clients postgres chromium test test-fast lint demo clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,13 +45,19 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
 
-# The whole suite on the embedded SQLite store (PostgreSQL where a test is marked postgres), then the crash-point
-# suite and the fault matrix again with every scenario on a PostgreSQL store of its own: the store is what a killed
-# controller leaves, and every scenario's controllers write to it.
+# The whole suite, on pytest-xdist workers: most tests wait on processes and servers more than they compute, so
+# more workers than the two cores CI has (docs/testing.md has the measurements). Each worker has its own
+# emulators and stores; the fault suite stays on one (tests/conftest.py) and runs the crash points and the fault
+# matrix on SQLite and on PostgreSQL. --durations: where the time went, in every CI log.
+PYTEST_WORKERS ?= 4
 test: install clients postgres chromium lint
-	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest
-	CVMJOB_FAULT_DB=postgres CVMJOB_RELIABILITY_REPORT=$(VENV)/reliability-postgres.md \
-		$(VENV)/bin/pytest tests/faults/test_crash_points.py tests/faults/test_matrix.py
+	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) \
+		--durations=25
+
+# The inner loop: unit, emulator and agent tests, no end-to-end runs, no fault suite, no benchmarks (minutes).
+test-fast: install
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not e2e and not benchmark" \
+		tests/unit tests/emulator tests/agent
 
 demo: install
 	$(VENV)/bin/cvmjob emulator seed jobs/quickstart/dataset cos://cvmjob-examples-1250000000/quickstart/

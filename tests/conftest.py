@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,35 @@ pytest_plugins = ["tests.postgres"]  # postgres_url, store_url
 # Tests talk to 127.0.0.1 only; an inherited proxy would capture SDK calls.
 for _name in set(os.environ) - set(clean_env()):
     del os.environ[_name]
+
+TESTS = Path(__file__).resolve().parent
+# Under pytest-xdist (`make test` runs -n) every worker has its own emulators, stores and PostgreSQL cluster (session
+# fixtures), so tests spread freely, except the fault suite: its scenarios share one pool of emulators
+# (tests/faults/conftest.py) and its report needs every record, so it is one unit of work, on one worker. Work is
+# handed out in collection order (after that unit): the end-to-end tests, which wait more than they compute, go
+# first, so the unit tests fill the gaps instead of a long test starting last.
+_FIRST = ("faults", "e2e", "agent", "emulator")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        part = Path(str(item.fspath)).resolve().relative_to(TESTS).parts[0]
+        return _FIRST.index(part) if part in _FIRST else len(_FIRST)
+
+    items.sort(key=rank)  # stable: within a part, the order of the files
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """One unit of work for the fault suite, one per test elsewhere. (xdist's own `--dist loadgroup` marks a
+    group by editing Item._nodeid, which pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FaultSuiteTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/faults" if nodeid.startswith("tests/faults/") else nodeid
+
+    return FaultSuiteTogether(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -90,8 +90,13 @@ def _ensure_user(name: str) -> None:
     try:
         pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                       check=True, capture_output=True, timeout=60)
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                              capture_output=True, text=True, timeout=60, check=False)
+        if made.returncode != 0:  # another pytest-xdist worker may have made it meanwhile (useradd: exit 9)
+            try:
+                pwd.getpwnam(name)
+            except KeyError:
+                raise RuntimeError(f"useradd {name} failed ({made.returncode}): {made.stderr}") from None
 
 
 @pytest.fixture(scope="session")

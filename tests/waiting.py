@@ -19,3 +19,31 @@ def wait_until(what: str, predicate: Callable[[], T | None], timeout: float, pol
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(poll)
+
+
+def holds_for(what: str, predicate: Callable[[], object], seconds: float, poll: float = 0.2) -> None:
+    """``predicate()`` stays truthy for ``seconds``, checked every ``poll``: AssertionError naming ``what`` at the
+    first look it does not hold (a sleep and one look would miss a moment in between)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if not predicate():
+            raise AssertionError(f"{what} stopped holding {seconds - (deadline - time.monotonic()):.1f} s in")
+        if time.monotonic() > deadline:
+            return
+        time.sleep(poll)
+
+
+def settled(what: str, value: Callable[[], T], quiet: float, timeout: float, poll: float = 0.1) -> T:
+    """``value()`` once it has not changed for ``quiet`` seconds (e.g. a call log after the calls in flight have
+    landed); AssertionError naming ``what`` if it still changes after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last, since = value(), time.monotonic()
+    while True:
+        time.sleep(poll)
+        now = value()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return now
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} still changing after {timeout:.0f} s")

@@ -21,6 +21,9 @@ from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART_DIR = REPO / "jobs" / "quickstart"
+# The torch-free training of the fault suite, for the tests whose subject is not DDP (run it as it is: `exec python3
+# tiny.py ...`, see tiny_command).
+TINY = REPO / "tests" / "faults" / "job" / "tiny.py"
 STATE_BUCKET = "cvmjob-1250000000"
 GONE = ("TERMINATED", "LAUNCH_FAILED")  # not running anything (LAUNCH_FAILED never booted)
 _STEP = re.compile(r"^step=(\d+) loss=", re.MULTILINE)
@@ -28,12 +31,13 @@ _START = re.compile(r"start_step=(\d+)")
 
 
 def job_folder(root: Path, policies: dict[str, str] | None = None) -> Path:
-    """The quickstart (spec, script, dataset) plus ``paced.py`` and recovery policies (name -> YAML) in a folder of
-    its own; returns the spec's path."""
+    """The quickstart (spec, script, dataset) plus ``paced.py``, ``tiny.py`` and recovery policies (name -> YAML) in
+    a folder of its own; returns the spec's path."""
     folder = root / "job"
     folder.mkdir(parents=True)
     for name in ("job.yaml", "train.py"):
         shutil.copy(QUICKSTART_DIR / name, folder / name)
+    shutil.copy(TINY, folder / TINY.name)
     shutil.copytree(QUICKSTART_DIR / "dataset", folder / "dataset")
     for name, text in PACED.items():
         (folder / name).write_text(text)
@@ -44,15 +48,17 @@ def job_folder(root: Path, policies: dict[str, str] | None = None) -> Path:
     return folder / "job.yaml"
 
 
-def spot_overrides(steps: int, every: int, pace: float, extra: tuple[str, ...] = ()) -> list[str]:
+def tiny_command(steps: int, pace: float = 0.0, every: int | None = None, extra: str = "") -> str:
+    """tiny.py's command line (job_folder puts it beside the spec): ``steps`` steps of ``pace`` seconds, a checkpoint
+    every ``every`` (default: the last step only), ``extra`` flags."""
+    return f"exec python3 tiny.py --steps {steps} --step-seconds {pace} --every {every or steps} {extra}".strip()
+
+
+def spot_overrides(steps: int, every: int, pace: float, extra: tuple[str, ...] = (), ddp: bool = False) -> list[str]:
     """``--set`` arguments: spot billing, ``steps`` steps of at least ``pace`` seconds, a checkpoint every ``every``,
-    then ``extra`` (``key=value``)."""
-    sets = [
-        "billing.mode=spot",
-        f"train.command=python paced.py {pace} --steps {steps} {LIGHT}",
-        f"checkpoints.interval_steps={every}",
-        *extra,
-    ]
+    then ``extra`` (``key=value``). The training is tiny.py, or with ``ddp`` the quickstart's DDP under torchrun."""
+    command = f"python paced.py {pace} --steps {steps} {LIGHT}" if ddp else tiny_command(steps, pace, every)
+    sets = ["billing.mode=spot", f"train.command={command}", f"checkpoints.interval_steps={every}", *extra]
     return [arg for value in sets for arg in ("--set", value)]
 
 

@@ -17,6 +17,7 @@ from tencentcloud.sts.v20180813 import sts_client
 
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, QUICKSTART_DATA, REGION, REPO, Cli
+from tests.e2e.spot_support import job_folder
 from tests.e2e.test_run import no_instance_left
 from tests.e2e.test_signals import LONGER, training
 from tests.emulator.conftest import cred, profile
@@ -62,9 +63,9 @@ def test_ci_without_keys_is_refused_before_anything_exists_unless_the_emulator_i
         assert json.loads(planned.stdout)["target"].startswith("the embedded local emulator")
 
 
-def test_a_cancelled_ci_workflow_tears_down_at_once(cli: Cli) -> None:
+def test_a_cancelled_ci_workflow_tears_down_at_once(cli: Cli, tmp_path: Path) -> None:
     cli.extra_env["CI"] = "true"
-    process = cli.start("run", str(QUICKSTART), *LONGER, "--output", "json")
+    process = cli.start("run", str(job_folder(tmp_path)), *LONGER, "--output", "json")
     try:
         status = cli.wait_for(training)
         (instance,) = cli.emulator.admin.instances()
@@ -94,9 +95,9 @@ def test_a_cancelled_ci_workflow_tears_down_at_once(cli: Cli) -> None:
     assert [p["state"] for p in final["phases"]][-3:] == ["RUNNING", "TEARING_DOWN", "CANCELLED"], final["phases"]
 
 
-def test_a_runner_that_kills_cvmjob_outright_leaves_the_instance_to_its_action_timer(cli: Cli) -> None:
+def test_a_runner_that_kills_cvmjob_outright_leaves_the_instance_to_its_action_timer(cli: Cli, tmp_path: Path) -> None:
     cli.extra_env["CI"] = "true"
-    process = cli.start("run", str(QUICKSTART), *LONGER, "--output", "json")
+    process = cli.start("run", str(job_folder(tmp_path)), *LONGER, "--output", "json")
     try:
         cli.wait_for(training)
         (instance,) = cli.emulator.admin.instances()

@@ -14,6 +14,7 @@ from tencentcloud.cvm.v20170312 import cvm_client
 
 from orchestrator.errors import EXIT_CLOUD_ERROR
 from tests.e2e.conftest import QUICKSTART, REGION, Cli
+from tests.e2e.spot_support import job_folder, tiny_command
 from tests.e2e.test_run import no_instance_left
 from tests.emulator.conftest import cred, profile
 from tests.emulator.cvm_support import call
@@ -46,8 +47,8 @@ def test_plan_prices_the_placements_and_creates_nothing(cli: Cli) -> None:
 
 
 def test_detach_returns_at_once_and_logs_follow_the_job_to_its_end(cli: Cli, tmp_path: Path) -> None:
-    submitted = cli.run("run", str(QUICKSTART), "--detach", "--output", "json", "--set", "snapshot.enabled=false",
-                        "--set", "train.command=python train.py --steps 30")
+    submitted = cli.run("run", str(job_folder(tmp_path)), "--detach", "--output", "json", "--set",
+                        "snapshot.enabled=false", "--set", f"train.command={tiny_command(30, 0.05, 10)}")
     assert submitted.returncode == 0, submitted.stderr
     job_id = json.loads(submitted.stdout)["job_id"]
 
@@ -68,7 +69,7 @@ def test_detach_returns_at_once_and_logs_follow_the_job_to_its_end(cli: Cli, tmp
 
 
 def test_a_run_the_balance_cannot_pay_is_refused_and_one_it_can_is_costed_with_its_time_not_training(
-        cli: Cli) -> None:
+        cli: Cli, tmp_path: Path) -> None:
     cli.emulator.admin.set_balance(100)  # ¥1: not the hour the cloud freezes at purchase
     refused = cli.run("run", str(QUICKSTART))
     assert refused.returncode == EXIT_CLOUD_ERROR, refused.stdout + refused.stderr
@@ -77,8 +78,8 @@ def test_a_run_the_balance_cannot_pay_is_refused_and_one_it_can_is_costed_with_i
     assert json.loads(cli.run("ls", "--output", "json").stdout) == []  # nor submitted
 
     cli.emulator.admin.set_balance(10_000_000)
-    done = cli.run("run", str(QUICKSTART), "--output", "json", "--set", "snapshot.enabled=false",
-                   "--set", "train.command=python train.py --steps 20", "--set", "tags.team=ml")
+    done = cli.run("run", str(job_folder(tmp_path)), "--output", "json", "--set", "snapshot.enabled=false",
+                   "--set", f"train.command={tiny_command(20, 0.05, 10)}", "--set", "tags.team=ml")
     assert done.returncode == 0, done.stdout + done.stderr
     job = json.loads(done.stdout)
     costed = cli.run("cost", "--by", "tag", "--output", "json")

@@ -18,13 +18,14 @@ import pytest
 from orchestrator.controller.engine import IDLE_SECONDS
 from orchestrator.state.store import Store
 from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
-from tests.e2e.conftest import QUICKSTART, Cli
+from tests.e2e.conftest import Cli
+from tests.e2e.spot_support import job_folder, tiny_command
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-LIGHT = ("--set", "train.command=python train.py --steps 12", "--set", "snapshot.enabled=false",
-         "--set", "train.cpu_nproc=1")
+# tiny.py: what is tested is the controller's claim of jobs, not their training.
+LIGHT = ("--set", f"train.command={tiny_command(12, 0.1, 6)}", "--set", "snapshot.enabled=false")
 LEASE = 10.0
 
 
@@ -65,9 +66,11 @@ def _replicas(cli: Cli) -> list[dict[str, Any]]:
 
 
 def _submit(cli: Cli, count: int) -> list[str]:
+    root = cli.home.parent / "controller-jobs"
+    spec = root / "job" / "job.yaml" if root.exists() else job_folder(root)
     ids = []
     for index in range(count):
-        submitted = cli.run("run", str(QUICKSTART), *LIGHT, "--name", f"many-{index}", "--detach", "--output", "json")
+        submitted = cli.run("run", str(spec), *LIGHT, "--name", f"many-{index}", "--detach", "--output", "json")
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         ids.append(json.loads(submitted.stdout)["job_id"])
     return ids

@@ -11,13 +11,14 @@ import pytest
 
 from orchestrator.contract import AgentConfig, JobLayout
 from tests.e2e.conftest import QUICKSTART, Cli
+from tests.e2e.spot_support import job_folder, tiny_command
 from tests.e2e.test_run import cvm
 from tests.emulator.conftest import make_cos
 from tests.emulator.cvm_support import admin_instance, call, launch_params, user_data, wait_file, wait_state
 
 pytestmark = pytest.mark.e2e
 
-SHORT = ("--set", "train.command=python train.py --steps 12")
+SHORT = ("--set", f"train.command={tiny_command(12, 0.05, 6)}")  # the image is the subject, not the training
 STATE_BUCKET = "cvmjob-1250000000"
 
 
@@ -25,8 +26,9 @@ def _files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_a_jobs_image_holds_nothing_of_the_job_and_a_job_launched_from_it_works(cli: Cli) -> None:
-    made = cli.run("run", str(QUICKSTART), *SHORT, "--output", "json")
+def test_a_jobs_image_holds_nothing_of_the_job_and_a_job_launched_from_it_works(cli: Cli, tmp_path: Path) -> None:
+    spec = job_folder(tmp_path)
+    made = cli.run("run", str(spec), *SHORT, "--output", "json")
     assert made.returncode == 0, made.stdout + made.stderr
     job = json.loads(made.stdout)
     image_id, job_id = job["image_id"], job["job_id"]
@@ -66,7 +68,7 @@ def test_a_jobs_image_holds_nothing_of_the_job_and_a_job_launched_from_it_works(
     planned = cli.run("plan", str(QUICKSTART), *from_job, "--output", "json")
     assert planned.returncode == 0 and json.loads(planned.stdout)["plan"]["image_id"] == image_id, planned.stderr
     old_status = cos.get_object(Bucket=STATE_BUCKET, Key=layout.status(1, 0))["Body"].get_raw_stream().read()
-    again = cli.run("run", str(QUICKSTART), *SHORT, *from_job, "--output", "json")
+    again = cli.run("run", str(spec), *SHORT, *from_job, "--output", "json")
     assert again.returncode == 0, again.stdout + again.stderr
     assert json.loads(again.stdout)["state"] == "SUCCEEDED"
     assert cos.get_object(Bucket=STATE_BUCKET, Key=layout.status(1, 0))["Body"].get_raw_stream().read() == old_status

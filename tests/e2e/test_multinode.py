@@ -28,7 +28,7 @@ def both_logs(cli: Cli, job_id: str, attempt: int) -> tuple[str, str]:
 def test_a_two_node_job_completes(cli: Cli, tmp_path: Path) -> None:
     steps = 30
     spec = job_folder(tmp_path)
-    overrides = spot_overrides(steps, every=10, pace=0, extra=NODES)
+    overrides = spot_overrides(steps, every=10, pace=0, extra=NODES, ddp=True)
     result = cli.run("run", str(spec), *overrides[2:], timeout=240)  # on-demand: drop billing.mode=spot
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     final = cli.status()
@@ -47,7 +47,7 @@ def test_a_two_node_job_completes_after_one_node_is_reclaimed(cli: Cli, tmp_path
     spec = job_folder(tmp_path)
     watch = JobWatch(cli.emulator)
     with LiveCount(cli.emulator) as live:
-        process = cli.start("run", str(spec), *spot_overrides(steps, every=steps, pace=PACE, extra=NODES))
+        process = cli.start("run", str(spec), *spot_overrides(steps, every=steps, pace=PACE, extra=NODES, ddp=True))
         try:
             first = watch.running(attempt=1, nodes=2)
             watch.wait_for_step(attempt=1, step=10, nodes=2)

@@ -11,13 +11,14 @@ import pytest
 
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, Cli
+from tests.e2e.spot_support import TINY, tiny_command
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
 # Short trainings: these tests are about who gets the pool member, not about training (a later --set wins).
 RESERVED = ("--set", "billing.mode=reserved", "--set", "snapshot.enabled=false",
-            "--set", "train.command=python train.py --steps 12")
+            "--set", f"train.command={tiny_command(12, 0.1, 6)}")
 POLICIES = {
     "fail": "when_busy: fail\n",
     "on-demand": "when_busy: on-demand\n",
@@ -26,9 +27,10 @@ POLICIES = {
 
 
 def job_folder(tmp_path: Path) -> Path:
-    """The quickstart with the pool policies of these tests next to it."""
+    """The quickstart and tiny.py with the pool policies of these tests next to it."""
     folder = tmp_path / "quickstart"
     shutil.copytree(QUICKSTART.parent, folder)
+    shutil.copy(TINY, folder / TINY.name)
     (folder / "policies" / "pool").mkdir(parents=True)
     for name, text in POLICIES.items():
         (folder / "policies" / "pool" / f"{name}.yaml").write_text(text)
@@ -50,10 +52,11 @@ CHECK = "setup=" + json.dumps([f"test ! -e {path}" for path in LEFT_BEHIND] + ['
 
 
 def test_two_jobs_share_one_pool_instance_that_is_never_terminated(cli: Cli, tmp_path: Path) -> None:
+    spec = job_folder(tmp_path)
     member = grow(cli)
-    first = cli.run("run", str(QUICKSTART), *RESERVED, "--set", LEAVE, "--output", "json")
+    first = cli.run("run", str(spec), *RESERVED, "--set", LEAVE, "--output", "json")
     assert first.returncode == 0, first.stdout + first.stderr
-    second = cli.run("run", str(QUICKSTART), *RESERVED, "--set", CHECK, "--output", "json")
+    second = cli.run("run", str(spec), *RESERVED, "--set", CHECK, "--output", "json")
     assert second.returncode == 0, second.stdout + second.stderr
 
     first_id = json.loads(first.stdout)["job_id"]
@@ -72,7 +75,7 @@ def test_two_jobs_share_one_pool_instance_that_is_never_terminated(cli: Cli, tmp
 def test_a_busy_pool_follows_the_pool_policy(cli: Cli, tmp_path: Path) -> None:
     spec = job_folder(tmp_path)
     member = grow(cli)
-    holder = cli.start("run", str(spec), *RESERVED, "--set", "train.command=python train.py --steps 120")
+    holder = cli.start("run", str(spec), *RESERVED, "--set", f"train.command={tiny_command(120, 0.1, 60)}")
     waiting: subprocess.Popen[bytes] | None = None
     try:
         cli.wait_for(lambda s: s["state"] == "RUNNING")

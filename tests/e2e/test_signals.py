@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 
 from orchestrator.lifecycle.machine import EXIT_CODES, JobState
-from tests.e2e.conftest import QUICKSTART, Cli
+from tests.e2e.conftest import Cli
+from tests.e2e.spot_support import job_folder, tiny_command
 from tests.e2e.test_run import no_instance_left
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-LONGER = ("--set", "train.command=python train.py --steps 400")
+# tiny.py (no torch: what is tested is the controller's cancel), long enough to be cancelled mid-training.
+LONGER = ("--set", f"train.command={tiny_command(400, 0.1, 50)}")
 
 
 def training(status: dict[str, Any]) -> bool:
@@ -24,8 +26,8 @@ def training(status: dict[str, Any]) -> bool:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_cancels_gracefully_and_leaks_nothing(cli: Cli, sig: signal.Signals) -> None:
-    process = cli.start("run", str(QUICKSTART), *LONGER)
+def test_a_signal_cancels_gracefully_and_leaks_nothing(cli: Cli, sig: signal.Signals, tmp_path: Path) -> None:
+    process = cli.start("run", str(job_folder(tmp_path)), *LONGER)
     try:
         status = cli.wait_for(training)
         process.send_signal(sig)
@@ -54,7 +56,7 @@ def stubborn_job(tmp_path: Path) -> Path:
     )
     (folder / "job.yaml").write_text(
         "name: stubborn\nregion: ap-guangzhou\ninstance: {type: S5.MEDIUM4}\n"
-        "train: {command: python stubborn.py, cpu_nproc: 1}\nlimits: {max_runtime: 20m}\n"
+        "train: {command: exec python3 stubborn.py, cpu_nproc: 1}\nlimits: {max_runtime: 20m}\n"
     )
     return folder / "job.yaml"
 
@@ -77,8 +79,8 @@ def test_a_second_ctrl_c_tears_down_at_once(cli: Cli, tmp_path: Path) -> None:
     wait_until("the instance's processes to die", lambda: no_instance_left(cli), 30)
 
 
-def test_kill_9_of_the_controller_then_resume_finishes_on_the_same_instance(cli: Cli) -> None:
-    process = cli.start("run", str(QUICKSTART), "--set", "train.command=python train.py --steps 150")
+def test_kill_9_of_the_controller_then_resume_finishes_on_the_same_instance(cli: Cli, tmp_path: Path) -> None:
+    process = cli.start("run", str(job_folder(tmp_path)), "--set", f"train.command={tiny_command(150, 0.1, 50)}")
     try:
         status = cli.wait_for(training)
         process.kill()  # SIGKILL: no handler runs, nothing is cleaned up

@@ -20,12 +20,11 @@ import yaml
 
 from orchestrator.tags import TAG_ATTEMPT, TAG_JOB
 from tests.e2e.conftest import Cli
-from tests.e2e.spot_support import GONE, JobWatch, job_folder, nothing_left, start_steps, steps_in
+from tests.e2e.spot_support import GONE, JobWatch, job_folder, nothing_left, start_steps, steps_in, tiny_command
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-LIGHT = "--batch-size 512"  # the space varies --hidden
 # A training whose reported val_loss is its --quality plus a falling term: the worse quality is clearly worse at
 # every step (for the pruner), and it needs no data and no torch.
 METRIC = """
@@ -110,7 +109,8 @@ def make(sweeps: list[Sweep], cli: Cli, root: Path, spec: dict[str, Any]) -> Swe
 
 
 def metric_command(extra: str = "") -> str:
-    return f"python metric.py --quality {{q}} {extra}".strip()
+    # As it is, not under torchrun: the sweeps are about trials, not DDP (no torch to import, twice, per trial).
+    return f"exec python3 metric.py --quality {{q}} {extra}".strip()
 
 
 def metric_sweep(study: str, flags: str, **fields: Any) -> dict[str, Any]:
@@ -145,8 +145,8 @@ def test_a_spot_sweep_resumes_its_reclaimed_trials_and_bills_what_the_ledger_say
         "study": "e2e-main",
         "space": {"lr": {"low": 0.0005, "high": 0.02, "log": True}, "hidden": {"low": 64, "high": 256, "step": 64}},
         "set": {"billing.mode": "spot", "snapshot.enabled": False, "checkpoints.interval_steps": 10,
-                "train.command": f"python paced.py 0.1 --steps 150 --eval-every 25 --checkpoint-every 10 "
-                                 f"--lr {{lr}} --hidden {{hidden}} {LIGHT}"},
+                # tiny.py: checkpoints, SIGUSR1 and val_loss without torch; the space shapes val_loss and payload.
+                "train.command": tiny_command(150, 0.1, 10, "--eval-every 25 --val-offset {lr} --payload {hidden}")},
         "objective": {"metric": "val_loss", "direction": "minimize"},
         "sampler": {"type": "tpe", "seed": 3, "startup_trials": 4},
         "pruner": {"type": "none"},

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.faults import report as report_module
-from tests.faults.harness import SCENARIOS, Pool, Record
+from tests.faults.harness import ON_POSTGRES, SCENARIOS, Pool, Record, scenario_of
 
 HERE = Path(__file__).resolve().parent
 LANES = int(os.environ.get("CVMJOB_FAULT_LANES", "6"))
@@ -44,13 +44,14 @@ def fault_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         for item in request.session.items
         if hasattr(item, "callspec") and "scenario_name" in item.callspec.params
     ]
-    # CVMJOB_FAULT_DB=postgres: every scenario on a PostgreSQL store of its own (the suite runs on SQLite otherwise).
-    postgres = request.getfixturevalue("postgres_url") if os.environ.get("CVMJOB_FAULT_DB") == "postgres" else None
+    # The runs named <scenario>-on-postgres (the crash points and the matrix) each get a database of that cluster.
+    on_postgres = any(w.endswith(ON_POSTGRES) for w in wanted)
+    postgres = request.getfixturevalue("postgres_url") if on_postgres else None
     pool = Pool(tmp_path_factory.mktemp("faults"), wanted, LANES, postgres)
     _state["started"] = time.monotonic()
     yield pool
     pool.close()
-    _state["complete"] = set(wanted) == set(SCENARIOS)
+    _state["complete"] = {scenario_of(w).name for w in wanted} == set(SCENARIOS)
 
 
 @pytest.fixture
@@ -86,6 +87,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: the controller prints the verdict
+        session.config.workeroutput["fault_suite"] = _verdict()
     if not _records or not _state["complete"] or _state["partial"]:
         return
     target = Path(os.environ.get("CVMJOB_RELIABILITY_REPORT", HERE.parents[1] / "docs" / "reliability.md"))
@@ -93,16 +96,34 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report_module.write(target, list(_records.values()), wall)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The fault suite's verdict where CI shows it: scenarios passed, and how many transitions the crash-point
-    test killed the controller at."""
+def _verdict() -> list[str]:
+    """Scenarios passed, on which stores, and how many transitions the crash-point test killed the controller at."""
     if not _records:
-        return
+        return []
     records = list(_records.values())
     passed = sum(r.outcome == "passed" for r in records)
-    terminalreporter.write_sep("-", "fault suite")
-    backend = "PostgreSQL" if os.environ.get("CVMJOB_FAULT_DB") == "postgres" else "SQLite"
-    terminalreporter.write_line(f"{passed} of {len(records)} fault-suite tests passed (state store: {backend})")
+    on_postgres = sum(r.name.endswith(ON_POSTGRES) for r in records)
+    lines = [f"{passed} of {len(records)} fault-suite tests passed ({on_postgres} of them on a PostgreSQL store, "
+             "the others on SQLite)"]
     for r in records:
-        if r.checked == ["coverage"] and r.injected:
-            terminalreporter.write_line(f"crash points: {r.injected[0]}")
+        if r.checked == ["coverage"]:
+            lines += [f"crash points: {line}" for line in r.injected]
+    return lines
+
+
+_from_workers: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist, on the controller: a worker's verdict (the fault suite ran on that one)."""
+    _from_workers.extend(getattr(node, "workeroutput", {}).get("fault_suite", []))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fault suite's verdict where CI shows it."""
+    lines = _verdict() or _from_workers
+    if lines:
+        terminalreporter.write_sep("-", "fault suite")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -151,6 +151,35 @@ class World:
     def output(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.home.glob("cli-*.log")))
 
+    def pause(self, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+        """SIGSTOP ``process`` at a moment it holds no write lock on a SQLite store. A controller stopped inside a
+        write transaction would block every other process's writes until it wakes (SQLite locks the whole file), a
+        different fault from the paused controller a scenario means (the baseline's fencing run failed so)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            process.send_signal(signal.SIGSTOP)
+            if not self._store_write_locked():
+                return
+            process.send_signal(signal.SIGCONT)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.record.name}: the store stayed locked for {timeout:.0f} s")
+            time.sleep(0.05)  # let it finish its transaction, then stop it again
+
+    def _store_write_locked(self) -> bool:
+        if "://" in self.store_url:  # PostgreSQL locks rows, not the store
+            return False
+        import sqlite3
+
+        connection = sqlite3.connect(self.store_url, timeout=0, isolation_level=None)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("ROLLBACK")
+            return False
+        except sqlite3.OperationalError:
+            return True
+        finally:
+            connection.close()
+
     def stop_processes(self) -> None:
         for process in self.processes:
             if process.poll() is None:
@@ -387,8 +416,19 @@ def scenario(
     return register
 
 
-def names(group: str) -> list[str]:
-    return [n for n, s in SCENARIOS.items() if s.group == group]
+# A run of a scenario on a PostgreSQL store of its own is named after the scenario with this suffix; a plain name
+# runs on the SQLite file in its CVMJOB_HOME.
+ON_POSTGRES = "-on-postgres"
+
+
+def names(group: str, both_stores: bool = False) -> list[str]:
+    """The runs of a group's scenarios: on SQLite, and with ``both_stores`` on PostgreSQL too."""
+    plain = [n for n, s in SCENARIOS.items() if s.group == group]
+    return [*plain, *(n + ON_POSTGRES for n in plain)] if both_stores else plain
+
+
+def scenario_of(run: str) -> Scenario:
+    return SCENARIOS[run.removesuffix(ON_POSTGRES)]
 
 
 @dataclass
@@ -397,16 +437,16 @@ class Lane:
 
 
 class Pool:
-    """Runs the wanted scenarios on ``lanes`` emulators, longest first; ``result(name)`` waits for one."""
+    """Runs the wanted runs of scenarios (``names``) on ``lanes`` emulators, longest first; ``result(name)`` waits
+    for one."""
 
     def __init__(self, root: Path, wanted: list[str], lanes: int, postgres_url: str | None = None) -> None:
-        """``postgres_url``: run every scenario on a PostgreSQL store of its own (a fresh database of that
-        cluster), instead of the SQLite file (CVMJOB_FAULT_DB=postgres, conftest.py)."""
+        """``postgres_url``: the cluster whose fresh databases the runs named ``<scenario>-on-postgres`` use."""
         self.root = root
         self.postgres_url = postgres_url
         self.records: dict[str, Record] = {}
         self.futures: dict[str, Future[Record]] = {n: Future() for n in wanted}
-        self._queue = sorted(wanted, key=lambda n: -SCENARIOS[n].cost)
+        self._queue = sorted(wanted, key=lambda n: -scenario_of(n).cost)
         self._lock = threading.Lock()
         self._lanes: list[Lane] = []
         self._threads: list[threading.Thread] = []
@@ -427,11 +467,12 @@ class Pool:
 
     def _work(self, lane: Lane) -> None:
         while (name := self._next()) is not None:
-            if self.postgres_url is None:
-                record = run_scenario(SCENARIOS[name], lane.emulator, self.root / name)
+            if not name.endswith(ON_POSTGRES):
+                record = run_scenario(scenario_of(name), lane.emulator, self.root / name, name=name)
             else:
+                assert self.postgres_url is not None, f"{name}: the pool has no PostgreSQL cluster"
                 with fresh_database(self.postgres_url) as url:
-                    record = run_scenario(SCENARIOS[name], lane.emulator, self.root / name, url)
+                    record = run_scenario(scenario_of(name), lane.emulator, self.root / name, url, name=name)
             self.records[name] = record
             self.futures[name].set_result(record)
 
@@ -447,10 +488,12 @@ class Pool:
             lane.emulator.stop()
 
 
-def run_scenario(sc: Scenario, emulator: EmulatorProcess, home: Path, store_url: str | None = None) -> Record:
+def run_scenario(sc: Scenario, emulator: EmulatorProcess, home: Path, store_url: str | None = None,
+                 name: str | None = None) -> Record:
+    """One run of ``sc``, recorded as ``name`` (default: the scenario's)."""
     from tests.faults import invariants
 
-    record = Record(sc.name, sc.group, sc.doc)
+    record = Record(name or sc.name, sc.group, sc.doc)
     started = time.monotonic()
     emulator.admin.reset(seed=sum(sc.name.encode()))
     world = World(emulator, home, record, store_url)

@@ -22,7 +22,7 @@ from orchestrator.lifecycle.machine import EXIT_CODES, JobState, all_transitions
 from orchestrator.state.store import CRASH_AT_ENV
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
-from tests.faults.harness import SCENARIOS, TYPE, Pool, Record, World, names, scenario
+from tests.faults.harness import ON_POSTGRES, SCENARIOS, TYPE, Pool, Record, World, names, scenario
 
 GROUP = "crash_points"
 SPOT = "billing.mode=spot"
@@ -264,26 +264,30 @@ def over_budget(w: World) -> None:
     end(w, job_id, JobState.FAILED_BUDGET)
 
 
-@pytest.mark.parametrize("scenario_name", names(GROUP))
+# On both stores: the store is what a killed controller leaves behind, and what `cvmjob resume` starts from.
+@pytest.mark.parametrize("scenario_name", names(GROUP, both_stores=True))
 def test_crash_point(scenario_name: str, fault_pool: Pool, record: Record) -> None:
     expect_scenario(fault_pool, scenario_name, record)
 
 
 def test_every_transition_was_killed_at(fault_pool: Pool, record: Record) -> None:
-    """The union of the crash points: every transition of machine.all_transitions()."""
-    wanted = names(GROUP)
+    """The union of the crash points, on each store: every transition of machine.all_transitions()."""
+    wanted = names(GROUP, both_stores=True)
     if not all(n in fault_pool.futures for n in wanted):
         pytest.skip("only some crash-point scenarios were selected")
     for name in wanted:
         fault_pool.result(name)
     every = {f"{a.value}->{b.value}" for a, b in all_transitions()}
-    killed = {t for name in wanted for t in _killed.get(name, []) if "->" in t}
-    others = sorted({t for name in wanted for t in _killed.get(name, []) if "->" not in t})
-    missing = every - killed
-    summary = (f"killed the controller at {len(killed)} of the machine's {len(every)} transitions "
-               f"({sum(len(v) for v in _killed.values())} kills, also at {', '.join(others)})")
-    print(summary)
-    record.injected = [summary]
+    summaries, missing = [], {}
+    for store, runs in (("SQLite", names(GROUP)), ("PostgreSQL", [n + ON_POSTGRES for n in names(GROUP)])):
+        killed = {t for name in runs for t in _killed.get(name, []) if "->" in t}
+        others = sorted({t for name in runs for t in _killed.get(name, []) if "->" not in t})
+        kills = sum(len(_killed.get(name, [])) for name in runs)
+        summaries.append(f"{store}: killed the controller at {len(killed)} of the machine's {len(every)} transitions "
+                         f"({kills} kills, also at {', '.join(others)})")
+        missing[store] = sorted(every - killed)
+    print("\n".join(summaries))
+    record.injected = summaries
     record.checked = ["coverage"]
-    assert not missing, f"transitions no scenario killed at: {sorted(missing)}"
-    assert set(SCENARIOS) >= set(wanted)
+    assert not any(missing.values()), f"transitions no scenario killed at: {missing}"
+    assert set(SCENARIOS) >= set(names(GROUP))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from orchestrator.plan.models import Placement
 from orchestrator.state.store import FencedOut, ImageRecord, LeaseHeld, NodeRecord, Store
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import Pool, Record, World, names, scenario
+from tests.waiting import settled
 
 GROUP = "fencing"
 PLACEMENT = Placement(zone="ap-guangzhou-3", instance_type="S5.MEDIUM4", charge_type="POSTPAID_BY_HOUR")
@@ -105,16 +105,16 @@ def stale_controller(w: World) -> None:
     job_id = w.submit("train.command=exec python3 tiny.py --steps 40 --step-seconds 0.1 --every 5")
     a = w.resume(job_id)
     w.wait_phase(job_id, "training", min_step=3)
-    a.send_signal(signal.SIGSTOP)
+    w.pause(a)
     w.note("SIGSTOP of controller A")
     w.inject("error", service="cvm", action="TerminateInstances", code="InternalError", count=None)
     b = w.resume(job_id, "--force")
     w.note("controller B: cvmjob resume --force")
     w.wait_state(job_id, "TEARING_DOWN", timeout=90)
     w.wait(lambda: [c for c in w.admin.calls(action="TerminateInstances") if c["error"]], 30, "B's teardown tries")
-    b.send_signal(signal.SIGSTOP)
-    time.sleep(1.5)  # B's call in flight, if any, lands before A wakes
-    before = len(w.admin.calls(action="TerminateInstances"))
+    w.pause(b)
+    # B's call in flight, if any, lands before A wakes.
+    before = settled("B's TerminateInstances calls", lambda: len(w.admin.calls(action="TerminateInstances")), 1.5, 30)
     a.send_signal(signal.SIGCONT)
     w.note("SIGCONT of controller A")
     assert a.wait(60) == 3, w.output()

@@ -16,7 +16,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from orchestrator.tags import owner
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import BOOTED_WITHIN, JOB, REPO, TYPE, ZONE, Pool, Record, World, names, scenario
+from tests.waiting import holds_for
 
 GROUP = "matrix"
 
@@ -478,8 +478,8 @@ def controller_cut_off(w: World) -> None:
     node = f"cvmjob/{job_id}/attempts/1/nodes/0/"
     w.inject_cos("error", operation="GetObject", key_prefix=node + "status.json", status=503, count=None)
     w.inject_cos("error", operation="GetObject", key_prefix=node + "result.json", status=503, count=None)
-    time.sleep(20)
-    assert w.job(job_id).state == JobState.RUNNING, w.describe()
+    holds_for(f"{job_id} RUNNING while its documents cannot be read", lambda: w.job(job_id).state == JobState.RUNNING,
+              20)
     w.clear_faults()
     finish(w, job_id, JobState.SUCCEEDED)
     exit_code(w, process, JobState.SUCCEEDED)
@@ -572,13 +572,14 @@ def image_retention(w: World) -> None:
 # -- 15: TerminateInstances keeps failing -------------------------------------------------------------------
 @scenario("15-terminate-keeps-failing", GROUP, cost=35)
 def terminate_keeps_failing(w: World) -> None:
-    """TerminateInstances fails for 10 s: the job stays TEARING_DOWN while the instance lives (no success is
-    claimed); once the fault clears, teardown converges."""
+    """TerminateInstances keeps failing (three refusals at least): the job stays TEARING_DOWN while the instance
+    lives (no success is claimed); once the fault clears, teardown converges."""
     job_id = w.submit()
     w.inject("error", service="cvm", action="TerminateInstances", code="InternalError", count=None)
     process = w.resume(job_id)
     w.wait_state(job_id, "TEARING_DOWN")
-    time.sleep(10)
+    w.wait(lambda: len([c for c in w.admin.calls(action="TerminateInstances") if c["error"]]) >= 3, 120,
+           "three refused TerminateInstances")
     assert w.job(job_id).state == JobState.TEARING_DOWN and w.live_instances(job_id), w.describe()
     w.clear_faults()
     finish(w, job_id, JobState.SUCCEEDED, timeout=90)
@@ -646,6 +647,7 @@ def fifty_jobs(w: World) -> None:
     assert len(w.admin.instances()) == FIFTY
 
 
-@pytest.mark.parametrize("scenario_name", names(GROUP))
+# On both stores: every scenario's controllers write to it.
+@pytest.mark.parametrize("scenario_name", names(GROUP, both_stores=True))
 def test_matrix(scenario_name: str, fault_pool: Pool, record: Record) -> None:
     expect_scenario(fault_pool, scenario_name, record)

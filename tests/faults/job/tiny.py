@@ -1,11 +1,14 @@
-"""A training without torch for the fault suite: seconds instead of a DDP start, same contract (design.md §3).
+"""A training without torch for the fault suite, the e2e tests and the sweeps whose subject is not DDP: a fraction
+of a second to start instead of torchrun's and torch's seconds of CPU, the same contract (design.md §3).
 
-Each step sleeps ``--step-seconds``; every ``--every`` steps (and when SIGUSR1 asks, then it stops) it commits
-``step-<N>/`` (state.json and a payload of ``--payload`` bytes) by atomic rename; it reports progress the way
-trainkit does. ``--check-data`` prints the synced data's
-digests. Faults of its own: ``--fail-at`` exits 3, ``--hang-at`` stops reporting and sleeps forever,
-``--kill-at`` SIGKILLs itself (what the OOM killer does). It prints where it resumed from, so a test can check
-the resumed step against the manifest.
+Run it as it is (``exec python3 tiny.py``: a bare ``python tiny.py`` would go through torchrun). Each step sleeps
+``--step-seconds``; every ``--every`` steps (and when SIGUSR1 asks, then it stops) it commits ``step-<N>/``
+(state.json and a payload of ``--payload`` bytes) by atomic rename; it reports progress in the format trainkit
+writes, with ``val_loss`` = ``--val-offset`` + 1/(step+1) every ``--eval-every`` steps when an offset is given (a
+sweep's objective). ``--check-data`` prints the synced data's digests. Faults of its own: ``--fail-at`` exits 3,
+``--hang-at`` stops reporting and sleeps forever, ``--kill-at`` SIGKILLs itself (what the OOM killer does). Its
+log has the quickstart's lines (``start_step=N``, ``step=N loss=X``, ``stopping after the requested checkpoint at
+step N``) and its own (``tiny: resumed from step N``), so a test can check the steps against the manifest.
 """
 
 from __future__ import annotations
@@ -33,10 +36,15 @@ def write_atomically(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+metrics: dict[str, float] = {}
+metrics_step: list[int] = []
+
+
 def report(step: int, stopped: bool = False) -> None:
     target = os.environ.get("CVMJOB_PROGRESS_FILE")
     if target:
-        doc = {"step": step, "loss": 1.0 / (step + 1), "time": time.time(), "stopped": stopped}
+        doc = {"step": step, "loss": 1.0 / (step + 1), "time": time.time(), "stopped": stopped, "metrics": metrics,
+               "metrics_step": metrics_step[-1] if metrics_step else None}
         write_atomically(Path(target), json.dumps(doc).encode())
 
 
@@ -59,6 +67,8 @@ def main() -> int:
     parser.add_argument("--hang-at", type=int)
     parser.add_argument("--kill-at", type=int)
     parser.add_argument("--check-data", action="store_true", help="print the synced files' sizes and SHA-256")
+    parser.add_argument("--val-offset", type=float, help="report val_loss = this + 1/(step+1)")
+    parser.add_argument("--eval-every", type=int, default=1, help="steps between val_loss reports")
     args = parser.parse_args()
     if args.check_data:
         data = Path(os.environ.get("CVMJOB_DATA_DIR", "data"))
@@ -74,6 +84,7 @@ def main() -> int:
         print(f"tiny: resumed from step {start - 1}", flush=True)
     else:
         print("tiny: fresh start", flush=True)
+    print(f"start_step={start}", flush=True)
     for step in range(start, args.steps):
         time.sleep(args.step_seconds)
         if step == args.fail_at:
@@ -87,12 +98,16 @@ def main() -> int:
             while True:
                 time.sleep(3600)
         print(f"step={step} loss={1.0 / (step + 1):.4f}", flush=True)
+        if args.val_offset is not None and (step + 1) % args.eval_every == 0:
+            metrics["val_loss"] = args.val_offset + 1.0 / (step + 1)
+            metrics_step.append(step)
         report(step)
         if requested or (step + 1) % args.every == 0 or step == args.steps - 1:
             save(folder, step, args.payload)
             if requested:
                 report(step, stopped=True)
                 print(f"tiny: stopped at step {step} on request", flush=True)
+                print(f"stopping after the requested checkpoint at step {step}", flush=True)
                 return 0
     out = Path(os.environ.get("CVMJOB_OUTPUT_DIR", "outputs"))
     out.mkdir(parents=True, exist_ok=True)
