@@ -49,7 +49,7 @@ lint: install
 # more workers than the two cores CI has (docs/testing.md has the measurements). Each worker has its own
 # emulators and stores; the fault suite stays on one (tests/conftest.py) and runs the crash points and the fault
 # matrix on SQLite and on PostgreSQL. --durations: where the time went, in every CI log.
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 3
 test: install clients postgres chromium lint
 	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) \
 		--durations=25

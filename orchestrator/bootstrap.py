@@ -16,17 +16,20 @@ _TEMPLATE = """#!/bin/bash
 set -euo pipefail
 STAGE="$(mktemp -d -t cvmjob-agent.XXXXXX)"
 cd "$STAGE"
-fetch() {{
-  python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$1" "$2"
+fetch() {{  # URL FILE [URL FILE ...], in one interpreter
+  python3 -c 'import sys, urllib.request
+for url, path in zip(sys.argv[1::2], sys.argv[2::2]): urllib.request.urlretrieve(url, path)' "$@"
 }}
 for i in 1 2 3 4 5 6; do
-  if fetch {wheel_url} agent.whl && fetch {config_url} agent.json; then break; fi
+  if fetch {wheel_url} agent.whl {config_url} agent.json; then break; fi
   [ "$i" = 6 ] && {{ echo "cvmjob: cannot fetch the agent" >&2; exit 1; }}
   sleep $((i * 5))
 done
 python3 -m zipfile -e agent.whl lib
 # The agent's own needs; the image provides Python 3.10+ and, for training, torch.
-python3 -c 'import pydantic, yaml, qcloud_cos, fastcrc, aiohttp, tencentcloud.cvm' 2>/dev/null \\
+# Found, not imported: importing them all cost a second of CPU at every boot, and the agent imports them anyway.
+python3 -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' \\
+    pydantic yaml qcloud_cos fastcrc aiohttp tencentcloud.cvm 2>/dev/null \\
   || python3 -m pip install --quiet --target lib {requirements}
 PYTHONPATH="$STAGE/lib" exec python3 -m orchestrator.agent.install --stage "$STAGE" \\
   --job {job_id} --attempt {attempt} --node {node}

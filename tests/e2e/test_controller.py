@@ -24,8 +24,9 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-# tiny.py: what is tested is the controller's claim of jobs, not their training.
-LIGHT = ("--set", f"train.command={tiny_command(12, 0.1, 6)}", "--set", "snapshot.enabled=false")
+# tiny.py: what is tested is the controller's claim of jobs, not their training; 40 s of it, so that the jobs are
+# still held when a loaded machine's `controller status` gets round to looking.
+LIGHT = ("--set", f"train.command={tiny_command(400, 0.1, 100)}", "--set", "snapshot.enabled=false")
 LEASE = 10.0
 
 

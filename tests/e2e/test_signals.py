@@ -80,7 +80,8 @@ def test_a_second_ctrl_c_tears_down_at_once(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_kill_9_of_the_controller_then_resume_finishes_on_the_same_instance(cli: Cli, tmp_path: Path) -> None:
-    process = cli.start("run", str(job_folder(tmp_path)), "--set", f"train.command={tiny_command(150, 0.1, 50)}")
+    # 60 s of training: killed mid-run however slowly `cvmjob status` answers on a loaded machine.
+    process = cli.start("run", str(job_folder(tmp_path)), "--set", f"train.command={tiny_command(600, 0.1, 100)}")
     try:
         status = cli.wait_for(training)
         process.kill()  # SIGKILL: no handler runs, nothing is cleaned up
