@@ -7,7 +7,7 @@ import re
 import time
 from pathlib import Path
 
-from tests.faults.harness import Record
+from tests.faults.harness import ON_POSTGRES, Record
 
 GROUPS = {
     "matrix": "Fault matrix (one emulator per scenario, the real CLI, agent and SDKs)",
@@ -62,8 +62,9 @@ def write(target: Path, records: list[Record], wall_seconds: float) -> None:
         "described in `orchestrator/state/store.py`.",
         "",
         f"Run: {time.strftime('%Y-%m-%d', time.gmtime())} on {platform.system()} {platform.machine()}, "
-        f"{len(records)} scenarios, {passed} passed, {len(records) - passed} not passed; the suite's wall time "
-        f"{wall_seconds:.0f} s.",
+        f"{len(records)} runs of {len({r.name.removesuffix(ON_POSTGRES) for r in records})} scenarios (the crash "
+        f"points and the matrix on SQLite and again on PostgreSQL, `-on-postgres`), {passed} passed, "
+        f"{len(records) - passed} not passed; the suite's wall time {wall_seconds:.0f} s.",
         "",
         "## Invariants",
         "",
