@@ -1,11 +1,12 @@
 """COS emulator throughput next to nginx serving the same bytes from the same disk.
 
-    python benchmarks/cos_throughput.py [--size-mib 1024] [--small 10000] [--threads 8] [--repeat 3]
+    python benchmarks/cos_throughput.py [--size-mib 1024] [--small 10000] [--threads 8] [--repeat 3] [--no-nginx]
 
 Prints, side by side: GET and PUT MB/s for one large object moved as parallel 64 MiB pieces (ranged GETs; PUT
 as multipart UploadPart to the emulator and as separate files to nginx's WebDAV PUT), and objects/s for many
 small objects (PUT, then GET). Requests to the emulator are correctly q-signed (signatures computed before the
 clock starts); nginx needs none. Both run on 127.0.0.1 with their data under one temporary directory.
+``--no-nginx`` measures the emulator alone (where nginx is not installed; its column shows ``-``).
 """
 
 from __future__ import annotations
@@ -154,12 +155,18 @@ class Connections:
     def __init__(self, port: int) -> None:
         self.port = port
         self.local = threading.local()
+        self.opened: list[http.client.HTTPConnection] = []  # closed by close(): the threads' locals outlive them
+
+    def close(self) -> None:
+        for conn in self.opened:
+            conn.close()
 
     def send(self, request: Request) -> tuple[int, str, int]:
         """Send, read the whole answer (discarding the body), return (status, ETag, body bytes)."""
         conn: http.client.HTTPConnection | None = getattr(self.local, "conn", None)
         if conn is None:
             conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+            self.opened.append(conn)
         headers = dict(request.headers)
         if request.range is not None:
             headers["Range"] = "bytes={}-{}".format(*request.range)
@@ -182,11 +189,20 @@ def timed(jobs: list[Request], connections: Connections, threads: int) -> tuple[
     return time.perf_counter() - started, results
 
 
+def timed_once(jobs: list[Request], port: int, threads: int) -> tuple[float, list[tuple[int, str, int]]]:
+    """``timed`` on connections of its own, closed afterwards."""
+    connections = Connections(port)
+    try:
+        return timed(jobs, connections, threads)
+    finally:
+        connections.close()
+
+
 def large_put(target: Target, key: str, block: bytes, pieces: int, threads: int) -> float:
     started = time.perf_counter()
     piece_request = target.prepare_large_put(key, pieces)
     jobs = [Request(r.method, r.path, r.headers, block) for r in map(piece_request, range(pieces))]
-    _, results = timed(jobs, Connections(target.port), threads)
+    _, results = timed_once(jobs, target.port, threads)
     target.finish_large_put(key, [etag for _, etag, _ in results])
     return time.perf_counter() - started
 
@@ -197,7 +213,7 @@ def large_get(target: Target, key: str, size: int, threads: int) -> float:
         Request("GET", base.path, base.headers, range=(start, min(start + PIECE, size) - 1))
         for start in range(0, size, PIECE)
     ]
-    elapsed, results = timed(jobs, Connections(target.port), threads)
+    elapsed, results = timed_once(jobs, target.port, threads)
     assert sum(received for _, _, received in results) == size
     return elapsed
 
@@ -208,8 +224,11 @@ def small_objects(target: Target, count: int, threads: int) -> tuple[float, floa
     puts = [Request(r.method, r.path, r.headers, body) for r in (target.request("PUT", k) for k in keys)]
     gets = [target.request("GET", k) for k in keys]
     connections = Connections(target.port)
-    put_seconds, _ = timed(puts, connections, threads)
-    get_seconds, results = timed(gets, connections, threads)
+    try:
+        put_seconds, _ = timed(puts, connections, threads)
+        get_seconds, results = timed(gets, connections, threads)
+    finally:
+        connections.close()
     assert all(received == SMALL_SIZE for _, _, received in results)
     return put_seconds, get_seconds
 
@@ -267,7 +286,9 @@ class Row:
     values: dict[str, float]
 
     def line(self) -> str:
-        emulator, nginx = self.values["emulator"], self.values["nginx"]
+        emulator, nginx = self.values["emulator"], self.values.get("nginx")
+        if nginx is None:  # --no-nginx
+            return f"{self.label:<38} {emulator:>10.0f} {'-':>10}  {self.unit:<6} {'-':>8}"
         return f"{self.label:<38} {emulator:>10.0f} {nginx:>10.0f}  {self.unit:<6} {emulator / nginx:>8.2f}"
 
 
@@ -278,8 +299,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8, help="client threads for large pieces")
     parser.add_argument("--small-threads", type=int, default=16, help="client threads for small objects")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of every workload; the median is shown")
+    parser.add_argument("--no-nginx", action="store_true", help="the emulator alone (no nginx installed)")
     args = parser.parse_args()
-    nginx_binary = find_nginx()
+    nginx_binary = None if args.no_nginx else find_nginx()
     size = args.size_mib * MiB
     pieces = size // PIECE
     block = os.urandom(PIECE)  # every piece sends these bytes: the client holds 64 MiB, not the whole object
@@ -287,15 +309,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cos-bench-") as scratch:
         work = Path(scratch)
         emulator = start_emulator(work / "emulator" / "state")
-        nginx_process, nginx_port = start_nginx(nginx_binary, work / "nginx")
+        nginx_process = None
         try:
             bucket = f"bench-{emulator.appid}"
             cos_target = Emulator(emulator, bucket)
             cos_target.cos.create_bucket(Bucket=bucket)
-            with (work / "nginx" / "root" / "large.bin").open("wb") as f:  # nginx's GET source, written untimed
-                for _ in range(pieces):
-                    f.write(block)
-            targets: list[Target] = [cos_target, Nginx(nginx_port)]
+            targets: list[Target] = [cos_target]
+            if nginx_binary is not None:
+                nginx_process, nginx_port = start_nginx(nginx_binary, work / "nginx")
+                with (work / "nginx" / "root" / "large.bin").open("wb") as f:  # nginx's GET source, written untimed
+                    for _ in range(pieces):
+                        f.write(block)
+                targets.append(Nginx(nginx_port))
             rows = [
                 Row(f"PUT {args.size_mib} MiB, {pieces} x 64 MiB parallel", "MB/s", {}),
                 Row(f"GET {args.size_mib} MiB, {pieces} x 64 MiB ranges", "MB/s", {}),
@@ -315,11 +340,13 @@ def main() -> None:
             for (index, name), times in seconds.items():
                 rows[index].values[name] = amounts[index] / statistics.median(times)
         finally:
-            nginx_process.terminate()
-            nginx_process.wait()
+            if nginx_process is not None:
+                nginx_process.terminate()
+                nginx_process.wait()
             emulator.stop()
 
-    print(f"COS emulator vs nginx on 127.0.0.1 ({os.cpu_count()} CPUs; client threads: {args.threads} large, "
+    against = "" if nginx_binary is None else " vs nginx"
+    print(f"COS emulator{against} on 127.0.0.1 ({os.cpu_count()} CPUs; client threads: {args.threads} large, "
           f"{args.small_threads} small; median of {args.repeat} rounds)")  # fmt: skip
     print(f"{'workload':<38} {'emulator':>10} {'nginx':>10}  {'unit':<6} {'emu/nginx':>8}")
     for row in rows:

@@ -1,7 +1,7 @@
 """cvmjob's data sync and checkpoint upload next to the official SDK, coscmd, and nginx as the ceiling.
 
     python benchmarks/sync_throughput.py [--small 3000] [--small-kib 110] [--large-mib 1024] [--repeat 3]
-                                         [--skip-coscmd] [--link-gbps 10] [--connection-mbps 50]
+                                         [--skip-coscmd] [--no-nginx] [--link-gbps 10] [--connection-mbps 50]
 
 One emulator holds a prefix of ``--small`` objects of ``--small-kib`` KiB and one object of ``--large-mib`` MiB;
 nginx serves the same files from the same disk. Each contestant runs in a process of its own (its peak RSS is
@@ -16,7 +16,7 @@ that process's), downloads into an empty folder, and the folder is checked (file
   client-recipes §4.2 sets it up; its time includes its start (about half a second).
 - **nginx**: plain keep-alive ``http.client`` connections, 16 threads for small files and 8 ranged GETs/PUTs of
   64 MiB for the large one, writing/reading the same local disk, with no signature and no checksum: what the
-  loopback and the disk allow.
+  loopback and the disk allow. ``--no-nginx`` leaves it out (where nginx is not installed).
 
 The large object is moved once more with every connection held to ``--connection-mbps`` (the emulator's
 ``slow_body`` fault on every request, nginx's ``limit_rate``): what a network path that limits each connection
@@ -98,7 +98,11 @@ def cvmjob_download(cfg: dict[str, Any]) -> Callable[[], None]:
 
     stores = _cvmjob_stores(cfg)
     entry = DataEntry(cfg["bucket"], cfg["prefix"], "data")
-    return lambda: sync_data([entry], Path(cfg["dest"]), stores, StatusBoard(0, 0, "ins-bench"), StopSignal())
+
+    def run() -> None:
+        sync_data([entry], Path(cfg["dest"]), stores, StatusBoard(0, 0, "ins-bench"), StopSignal())
+
+    return run
 
 
 def cvmjob_upload(cfg: dict[str, Any]) -> Callable[[], None]:
@@ -326,6 +330,7 @@ def main() -> None:
     parser.add_argument("--large-mib", type=int, default=1024, help="the size of the large object")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of each workload; the median is shown")
     parser.add_argument("--skip-coscmd", action="store_true", help="leave coscmd out (no clients virtualenv)")
+    parser.add_argument("--no-nginx", action="store_true", help="leave nginx, the ceiling, out (not installed)")
     parser.add_argument("--link-gbps", type=float, default=10.0,
                         help="the instance bandwidth cvmjob's agent sizes its large transfers to (the emulator's)")
     parser.add_argument("--connection-mbps", type=float, default=50.0,
@@ -339,14 +344,18 @@ def main() -> None:
     use_coscmd = not args.skip_coscmd
     if use_coscmd and not (clients_venv() / "bin" / "coscmd").exists():
         sys.exit(f"coscmd is not installed at {clients_venv()}: `make clients`, or pass --skip-coscmd")
-    nginx_binary = find_nginx()
-    contestants = ["cvmjob", "sdk", *(["coscmd"] if use_coscmd else []), "nginx"]
+    nginx_binary = None if args.no_nginx else find_nginx()
+    contestants = ["cvmjob", "sdk", *(["coscmd"] if use_coscmd else []), *(["nginx"] if nginx_binary else [])]
     ranges = ranges_in_flight(args.link_gbps)
     rows: list[tuple[str, str, dict[str, dict[str, float]]]] = []
     with tempfile.TemporaryDirectory(prefix="sync-bench-") as scratch:
         work = Path(scratch)
         emulator = start_emulator(work / "emulator" / "state")
-        nginx_process, nginx_port = start_nginx(nginx_binary, work / "nginx")
+        nginx_process, nginx_port = None, 0
+        if nginx_binary is not None:
+            nginx_process, nginx_port = start_nginx(nginx_binary, work / "nginx")
+        else:  # its root still holds the files' links: the workloads list what they move from there
+            (work / "nginx" / "root").mkdir(parents=True)
         try:
             bucket = f"bench-{emulator.appid}"
             seed(emulator, bucket, work / "nginx" / "root", work / "data", args)
@@ -383,8 +392,12 @@ def main() -> None:
                                   for n, r in results.items()}))
                 emulator.admin.clear_faults()
         finally:
-            nginx_process.terminate()
-            nginx_process.wait()
+            if nginx_process is not None:
+                nginx_process.terminate()
+                nginx_process.wait()
+            if emulator.process.poll() is not None:  # it died under the run: say why before its log goes
+                tail = emulator.log_path.read_text(errors="replace")[-3000:]
+                print(f"the emulator exited with {emulator.process.returncode}:\n{tail}", file=sys.stderr)
             emulator.stop()
     report(rows, contestants, args)
 
@@ -455,7 +468,9 @@ def rate(kind: str, result: dict[str, float], args: argparse.Namespace, total: i
 
 def report(rows: list[tuple[str, str, dict[str, dict[str, float]]]], contestants: list[str],
            args: argparse.Namespace) -> None:
-    print(f"cvmjob's sync and upload vs the SDK, coscmd and nginx on 127.0.0.1 ({os.cpu_count()} CPUs; "
+    names = ["the SDK" if n == "sdk" else n for n in contestants[1:]]
+    others = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    print(f"cvmjob's sync and upload vs {others} on 127.0.0.1 ({os.cpu_count()} CPUs; "
           f"one emulator; cvmjob sized to {args.link_gbps:g} Gbps, {ranges_in_flight(args.link_gbps)} ranges; "
           f"objects/s for small, MB/s for large; median of {args.repeat} rounds)")
     header = f"{'workload':<44}" + "".join(f"{n:>9}" for n in contestants)
