@@ -45,6 +45,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return FaultSuiteTogether(config, log)
 
 
+_from_workers: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist, on the controller (which loads no conftest below this one): the fault suite's verdict from the
+    worker that ran it (tests/faults/conftest.py)."""
+    _from_workers.extend(getattr(node, "workeroutput", {}).get("fault_suite", []))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _from_workers:
+        terminalreporter.write_sep("-", "fault suite")
+        for line in _from_workers:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def emulator_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
     server = start_emulator(Path(tmp_path_factory.mktemp("emulator")) / "state")

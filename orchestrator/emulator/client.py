@@ -93,8 +93,10 @@ class AdminClient:
         the call."""
         return dict(self._call("PUT", "settings", {"run_user_data": run}))
 
-    def instances(self) -> list[dict[str, Any]]:
-        return list(self._call("GET", "instances"))
+    def instances(self, processes: bool = True) -> list[dict[str, Any]]:
+        """Every instance the account had; ``processes=False``: without their processes (pid, pgid, alive None),
+        which spares the emulator a pass over /proc, for a caller that polls states and tags."""
+        return list(self._call("GET", "instances" + ("" if processes else "?processes=false")))
 
     def reclaim(self, instance_id: str, notice_seconds: float | None = 120.0) -> dict[str, Any]:
         """Reclaim a spot instance: the notice appears now, the instance dies notice_seconds later

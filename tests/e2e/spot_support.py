@@ -91,7 +91,7 @@ class JobWatch:
         """The job's instances that are not gone (the admin API drops the tags of gone ones)."""
         return [
             i
-            for i in self.emulator.admin.instances()
+            for i in self.emulator.admin.instances(processes=False)
             if i["state"] not in GONE and (not self.job_id or i.get("tags", {}).get(TAG_JOB) == self.job_id)
         ]
 
@@ -186,7 +186,7 @@ class LiveCount:
     def _run(self) -> None:
         admin = self.emulator.admin
         while not self._stop.is_set():
-            alive = [i for i in admin.instances() if i["state"] not in GONE]
+            alive = [i for i in admin.instances(processes=False) if i["state"] not in GONE]
             self.peak = max(self.peak, len(alive))
             self.samples += 1
             self._stop.wait(self.every)

@@ -66,12 +66,13 @@ def _replicas(cli: Cli) -> list[dict[str, Any]]:
     return replicas
 
 
-def _submit(cli: Cli, count: int) -> list[str]:
+def _submit(cli: Cli, count: int, *extra: str) -> list[str]:
     root = cli.home.parent / "controller-jobs"
     spec = root / "job" / "job.yaml" if root.exists() else job_folder(root)
     ids = []
     for index in range(count):
-        submitted = cli.run("run", str(spec), *LIGHT, "--name", f"many-{index}", "--detach", "--output", "json")
+        submitted = cli.run("run", str(spec), *LIGHT, *extra, "--name", f"many-{index}", "--detach", "--output",
+                            "json")
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         ids.append(json.loads(submitted.stdout)["job_id"])
     return ids
@@ -126,7 +127,9 @@ def _share_and_take_over(cli: Cli) -> None:
     second = cli.start("controller", *lease)
     try:
         wait_until("both controllers to register", lambda: len(_replicas(cli)) == 2 or None, 60)
-        ids = _submit(cli, 4)
+        # Every job still training once all four are submitted and both controllers seen holding them (each a
+        # CLI run of seconds on a loaded machine): 90 s of training; 40 s ended some first in a CI-like run.
+        ids = _submit(cli, 4, "--set", f"train.command={tiny_command(900, 0.1, 300)}")
         with LiveInstances(cli) as live:
             def both_hold() -> dict[int, set[str]] | None:
                 held = {r["info"]["pid"]: {j["job_id"] for j in r["jobs"]} for r in _replicas(cli)}

@@ -158,7 +158,7 @@ def test_a_spot_sweep_resumes_its_reclaimed_trials_and_bills_what_the_ledger_say
     def reclaim_three() -> None:
         """A 15 s notice to the first three trials seen training past step 10 on their first attempt."""
         while not stop.is_set() and len(reclaimed) < 3:
-            for instance in cli.emulator.admin.instances():
+            for instance in cli.emulator.admin.instances(processes=False):
                 job_id = instance.get("tags", {}).get(TAG_JOB)
                 if (instance["state"] != "RUNNING" or job_id is None or job_id in reclaimed
                         or instance["tags"].get(TAG_ATTEMPT) != "1"):
@@ -208,7 +208,7 @@ def test_a_clearly_worse_trial_is_pruned_and_its_instance_goes_soon_after(
 
     def watch() -> None:
         while not stop.is_set():
-            for instance in cli.emulator.admin.instances():
+            for instance in cli.emulator.admin.instances(processes=False):
                 if instance["state"] in GONE:
                     gone_at.setdefault(instance["instance_id"], time.time())
             stop.wait(0.2)
@@ -345,7 +345,7 @@ class TrialJobs:
 
     def training(self) -> int:
         count = 0
-        for instance in self.cli.emulator.admin.instances():
+        for instance in self.cli.emulator.admin.instances(processes=False):
             job_id = instance.get("tags", {}).get(TAG_JOB)
             if instance["state"] == "RUNNING" and job_id:
                 status = status_doc(self.cli, job_id, int(instance["tags"].get(TAG_ATTEMPT, "1")))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from tests.emulator.cvm_support import (
     wait_state,
 )
 from tests.emulator_process import EmulatorProcess
+from tests.waiting import holds_for
 
 HELLO = """#!/bin/bash
 echo hello > $HOME/hello
@@ -96,6 +96,10 @@ def test_terminate_kills_the_process_group_and_deletes_the_sandbox(emulator: Emu
     info = admin_instance(emulator, instance_id)
     sleeper = Path("/proc") / wait_file(Path(info["home"]) / "sleep.pid").strip()
     assert sleeper.exists() and info["alive"] and info["pgid"]
+    # A sampler of states asks for no processes: the same instance, its processes unknown rather than dead.
+    (light,) = [i for i in emulator.admin.instances(processes=False) if i["instance_id"] == instance_id]
+    assert {**light, "pid": info["pid"], "pgid": info["pgid"], "alive": True} == info
+    assert (light["pid"], light["pgid"], light["alive"]) == (None, None, None)
     call(cvm, "TerminateInstances", {"InstanceIds": [instance_id]})
     wait_for(lambda: not sleeper.exists(), what="the instance's background process to die and be reaped")
     emulator.admin.advance(1)
@@ -146,8 +150,9 @@ def test_a_reboot_starts_the_next_boot_only_after_the_power_off_has_finished(emu
         emulator.admin.advance(2)
         wait_for(lambda n=boots: len((home / "boots").read_text().split()) == n, what=f"boot {boots}")
         newest = int((home / "boots").read_text().split()[-1])
-        time.sleep(KILL_GRACE_SECONDS + 0.5)  # past the old power-off's grace, when its SIGKILL would come
-        assert Path(f"/proc/{newest}").exists(), f"boot {boots}'s process was killed by the power-off before it"
+        # Alive all along, past the old power-off's grace, when its SIGKILL would come.
+        holds_for(f"boot {boots}'s process alive after the power-off before it",
+                  Path(f"/proc/{newest}").exists, KILL_GRACE_SECONDS + 0.5)
 
 
 def test_role_credentials_work_with_the_sdk_inside_an_instance(emulator: EmulatorProcess, cvm: Any) -> None:

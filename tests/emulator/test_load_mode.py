@@ -6,7 +6,6 @@ file written at most every ``--state-save-seconds``."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tests.emulator.cvm_support import (
     wait_state,
 )
 from tests.emulator_process import EmulatorProcess, start_emulator
+from tests.waiting import holds_for
 
 WRITER = "#!/bin/bash\necho ran > $HOME/ran\n"
 SPOT = {"InstanceChargeType": "SPOTPAID", "InstanceType": SPOT_TYPE}
@@ -50,7 +50,8 @@ def test_instances_boot_without_running_their_user_data(load_mode: EmulatorProce
     assert emulator.admin.settings() == {"run_user_data": False}
     instance_id = run_one(cvm, UserData=user_data(WRITER), ClientToken="load-test-token-1")
     boot(emulator, cvm, instance_id)
-    time.sleep(QUIET_SECONDS)
+    home = Path(admin_instance(emulator, instance_id)["home"])
+    holds_for("no UserData run", lambda: not (home / "ran").exists(), QUIET_SECONDS)
     info = admin_instance(emulator, instance_id)
     assert info["state"] == "RUNNING" and not info["boots_pending"]
     assert (info["pid"], info["alive"]) == (None, False)  # no process, not even the boot shell
@@ -61,8 +62,7 @@ def test_instances_boot_without_running_their_user_data(load_mode: EmulatorProce
     # Switching back affects later boots only: this instance's UserData counts as run and never starts.
     emulator.admin.set_run_user_data(True)
     emulator.admin.advance(1)
-    time.sleep(QUIET_SECONDS)
-    assert not (Path(info["home"]) / "ran").exists()
+    holds_for("no UserData run at a later tick", lambda: not (home / "ran").exists(), QUIET_SECONDS)
 
 
 def test_switching_back_runs_user_data_again(load_mode: EmulatorProcess, cvm: Any) -> None:

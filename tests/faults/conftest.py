@@ -111,18 +111,9 @@ def _verdict() -> list[str]:
     return lines
 
 
-_from_workers: list[str] = []
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    """pytest-xdist, on the controller: a worker's verdict (the fault suite ran on that one)."""
-    _from_workers.extend(getattr(node, "workeroutput", {}).get("fault_suite", []))
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The fault suite's verdict where CI shows it."""
-    lines = _verdict() or _from_workers
+    """The fault suite's verdict where CI shows it (under pytest-xdist, tests/conftest.py prints the worker's)."""
+    lines = _verdict()
     if lines:
         terminalreporter.write_sep("-", "fault suite")
         for line in lines:

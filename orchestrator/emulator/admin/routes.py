@@ -103,7 +103,10 @@ def _set_settings(cloud: Cloud, body: Body, request: web.Request) -> Any:
 
 
 def _instances(cloud: Cloud, body: Body, request: web.Request) -> Any:
-    return views.instances(cloud.cvm, cloud.config.endpoint)
+    processes = request.query.get("processes", "true")
+    if processes not in ("true", "false"):
+        raise ValueError(f"processes={processes!r}: use true or false")
+    return views.instances(cloud.cvm, cloud.config.endpoint, processes == "true")
 
 
 def _reclaim(cloud: Cloud, body: Body, request: web.Request) -> Any:

@@ -19,12 +19,13 @@ def spot(rec: Instance) -> dict[str, Any]:
     }
 
 
-def instances(cvm: Cvm, endpoint: str) -> list[dict[str, Any]]:
-    """Live instances, then released ones whose processes the host still knows of."""
+def instances(cvm: Cvm, endpoint: str, processes: bool = True) -> list[dict[str, Any]]:
+    """Live instances, then released ones whose processes the host still knows of; without ``processes``, their
+    pid, pgid and alive are None (no pass over /proc)."""
     # RunInstances' ClientToken of each instance: a load test matches launches to its jobs' tokens.
     tokens = {i: token for token, ids in cvm.client_tokens.items() for i in ids}
     runtime = cvm.host.describe(
-        {**{g: 0 for g in cvm.gone}, **{i: rec.local_disks for i, rec in cvm.instances.items()}}
+        {**{g: 0 for g in cvm.gone}, **{i: rec.local_disks for i, rec in cvm.instances.items()}}, processes
     )
     live = [
         {

@@ -110,9 +110,13 @@ class Host:
             reap_groups(self._groups.values())
             self._released = {i: g for i, g in self._released.items() if g.alive()}
 
-    def describe(self, local_disks: dict[str, int]) -> dict[str, dict[str, Any]]:
-        """Sandbox paths and processes of instances (id -> its number of local disks), in one pass over /proc."""
+    def describe(self, local_disks: dict[str, int], processes: bool = True) -> dict[str, dict[str, Any]]:
+        """Sandbox paths and processes of instances (id -> its number of local disks), in one pass over /proc;
+        without ``processes`` no pass (pid, pgid and alive are None): a sampler polling states twice a second per
+        emulator read every /proc/<pid>/stat of the machine each time."""
         groups = {i: g for i in local_disks if (g := self._groups.get(i) or self._released.get(i)) is not None}
+        if not processes:
+            groups = {}
         members = group_members(g.pgid for g in groups.values())
         described = {}
         for instance_id, disks in local_disks.items():
@@ -125,7 +129,7 @@ class Host:
                 "local_disks": [str(d) for d in sandbox.local_disks],
                 "pid": group.popen.pid if group else None,
                 "pgid": group.pgid if group else None,
-                "alive": group is not None and group.reap(members[group.pgid]),
+                "alive": (group is not None and group.reap(members[group.pgid])) if processes else None,
             }
         return described
 
