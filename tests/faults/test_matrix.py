@@ -472,7 +472,9 @@ def two_controllers(w: World) -> None:
 def controller_cut_off(w: World) -> None:
     """For 20 s (longer than the 15 s heartbeat staleness) every GET of the agent's status and result answers
     503, while the agent (which only PUTs them) keeps going: the controller concludes nothing, then finishes."""
-    job_id = w.submit(train(steps=60, step_seconds=0.1))
+    # 45 s of training: still RUNNING through the 20 s window however late a loaded lane sees it start (6 s
+    # ended before the window once, and the controller had moved on).
+    job_id = w.submit(train(steps=450, step_seconds=0.1, every=50))
     process = w.resume(job_id)
     running(w, job_id)
     node = f"cvmjob/{job_id}/attempts/1/nodes/0/"
@@ -484,7 +486,7 @@ def controller_cut_off(w: World) -> None:
     finish(w, job_id, JobState.SUCCEEDED)
     exit_code(w, process, JobState.SUCCEEDED)
     assert w.job(job_id).attempt == 1
-    invariants.checkpoints(w, job_id, final_step=59)
+    invariants.checkpoints(w, job_id, final_step=449)
 
 
 # -- 13: credentials expire ---------------------------------------------------------------------------------
