@@ -22,11 +22,13 @@ TESTS = Path(__file__).resolve().parent
 # handed out in collection order (after that unit): the end-to-end tests, which wait more than they compute, go
 # first, so the unit tests fill the gaps instead of a long test starting last.
 _FIRST = ("faults", "e2e", "agent", "emulator")
+_FAULTS = f"tests/{_FIRST[0]}/"  # the fault suite's node ids: one unit of work
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
-        part = Path(str(item.fspath)).resolve().relative_to(TESTS).parts[0]
+        path = Path(str(item.fspath)).resolve()
+        part = path.relative_to(TESTS).parts[0] if path.is_relative_to(TESTS) else ""
         return _FIRST.index(part) if part in _FIRST else len(_FIRST)
 
     items.sort(key=rank)  # stable: within a part, the order of the files
@@ -40,7 +42,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class FaultSuiteTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/faults" if nodeid.startswith("tests/faults/") else nodeid
+            return _FAULTS if nodeid.startswith(_FAULTS) else nodeid
 
     return FaultSuiteTogether(config, log)
 

@@ -114,9 +114,8 @@ class Host:
         """Sandbox paths and processes of instances (id -> its number of local disks), in one pass over /proc;
         without ``processes`` no pass (pid, pgid and alive are None): a sampler polling states twice a second per
         emulator read every /proc/<pid>/stat of the machine each time."""
-        groups = {i: g for i in local_disks if (g := self._groups.get(i) or self._released.get(i)) is not None}
-        if not processes:
-            groups = {}
+        groups = {i: g for i in local_disks if (g := self._groups.get(i) or self._released.get(i)) is not None
+                  } if processes else {}
         members = group_members(g.pgid for g in groups.values())
         described = {}
         for instance_id, disks in local_disks.items():
