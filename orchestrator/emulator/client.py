@@ -84,6 +84,15 @@ class AdminClient:
         )
         return list(self._call("GET", "calls" + (f"?{query}" if query else "")))
 
+    def cos_requests(self, bucket: str | None = None) -> dict[str, int]:
+        """COS requests since the start or the last reset, by operation (``GetBucket``: a listing); ``bucket``:
+        only those to that bucket (its full name, ``<name>-<appid>``)."""
+        rows = self._call("GET", "cos-requests" + (f"?bucket={bucket}" if bucket else ""))
+        counts: dict[str, int] = {}
+        for row in rows:
+            counts[row["action"]] = counts.get(row["action"], 0) + int(row["count"])
+        return counts
+
     def settings(self) -> dict[str, Any]:
         return dict(self._call("GET", "settings"))
 

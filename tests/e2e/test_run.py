@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,13 @@ def cvm(cli: Cli) -> cvm_client.CvmClient:
 
 def test_quickstart_runs_its_whole_life(cli: Cli) -> None:
     before = balance_fen(cli)
+    listed_before, started = listings(cli), time.monotonic()
     result = cli.run("run", str(QUICKSTART), "--output", "json")
     assert result.returncode == 0, result.stdout + result.stderr
+    # The controller lists its agents' signals about once a second (controller.engine.SIGNALS_SECONDS): it once
+    # listed again as soon as COS answered, a hundred billed requests a second for the whole life of a job.
+    seconds = time.monotonic() - started
+    assert listings(cli) - listed_before <= 2 * seconds + 20, (listings(cli) - listed_before, seconds)
     job = json.loads(result.stdout)
     job_id = job["job_id"]
     assert job["state"] == "SUCCEEDED" and job["exit_code"] == 0
@@ -79,6 +85,11 @@ def test_quickstart_runs_its_whole_life(cli: Cli) -> None:
 
     # the long-term SecretKey is nowhere: not in UserData, COS objects, logs or the state store
     assert_secret_absent(cli, job_id)
+
+
+def listings(cli: Cli) -> int:
+    """The listings (GET Bucket) the state bucket was sent so far."""
+    return cli.emulator.admin.cos_requests("cvmjob-1250000000").get("GetBucket", 0)
 
 
 def no_instance_left(cli: Cli) -> bool:

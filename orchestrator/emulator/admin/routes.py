@@ -85,6 +85,13 @@ def _calls(cloud: Cloud, body: Body, request: web.Request) -> Any:
     ]
 
 
+def _cos_requests(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """The COS requests each bucket was sent, by operation (``GetBucket`` for a listing); ?bucket=: only its."""
+    wanted = request.query.get("bucket")
+    return [{"bucket": bucket, "action": action, "count": count}
+            for (bucket, action), count in sorted(cloud.cos.requests.items()) if wanted in (None, bucket)]
+
+
 def _settings(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return {"run_user_data": cloud.host.run_user_data}
 
@@ -192,6 +199,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "faults/cos"): _add_cos_fault,
     ("PUT", "rate-limits"): _rate_limit,
     ("GET", "calls"): _calls,
+    ("GET", "cos-requests"): _cos_requests,
     ("GET", "settings"): _settings,
     ("PUT", "settings"): _set_settings,
     ("GET", "instances"): _instances,

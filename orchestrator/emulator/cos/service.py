@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -124,10 +125,14 @@ class Cos:
         self._config = config
         self._clock = clock
         self._faults = faults
+        # COS bills by the request (per 10 000, by class): what each bucket was asked, by operation, since the
+        # emulator started or was reset. Counted once routed, refused or not, as COS counts them.
+        self.requests: Counter[tuple[str, str]] = Counter()
 
     def discard(self) -> None:
-        """A reset: every bucket, object and upload goes."""
+        """A reset: every bucket, object and upload goes, and the request counts start again."""
         self.store.discard()
+        self.requests.clear()
 
     def close(self) -> None:
         self.store.close()
@@ -146,6 +151,7 @@ class Cos:
         try:
             query = dict(request.query)
             route = route_for(request.method, bucket, key, query)
+            self.requests[bucket, route.action] += 1
             _check_params(route, query)
             if len(key.encode()) > MAX_KEY_BYTES:
                 raise CosError(400, "KeyTooLong", f"The object key is longer than {MAX_KEY_BYTES} bytes.")
