@@ -16,7 +16,8 @@ pytestmark = pytest.mark.e2e
 
 def test_bench_of_a_cpu_type_reports_images_per_second_and_their_cost_and_compare_ranks_it(
         cli: Cli, tmp_path: Path) -> None:
-    ran = cli.run("bench", "S5.MEDIUM4", "--steps", "1", "--output", "json", timeout=240)
+    # A deadline, not a speed bound: ResNet-50 on two CPU processes under torchrun took 240 s in a loaded CI run.
+    ran = cli.run("bench", "S5.MEDIUM4", "--steps", "1", "--output", "json", timeout=480)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     result = json.loads(ran.stdout)
     assert (result["type"], result["billing"], result["device"], result["label"]) == (

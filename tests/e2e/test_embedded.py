@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import QUICKSTART, QUICKSTART_DATA, REPO
+from tests.e2e.spot_support import job_folder, tiny_command
 from tests.emulator_process import clean_env
 
 pytestmark = pytest.mark.e2e
@@ -38,8 +39,9 @@ def test_without_credentials_the_embedded_emulator_runs_the_job_and_serves_its_l
     missing = cvmjob("emulator", "seed", str(tmp_path / "nowhere"), destination)
     assert missing.returncode == 2 and missing.stderr.startswith("error: ") and "Traceback" not in missing.stderr
 
-    short = ("--set", "snapshot.enabled=false", "--set", "train.command=python train.py --steps 12")
-    run = cvmjob("run", str(QUICKSTART), *short)
+    # The quickstart with tiny.py for a training: the subject is the emulator that starts and stops with cvmjob.
+    short = ("--set", "snapshot.enabled=false", "--set", f"train.command={tiny_command(12, 0.1, 4)}")
+    run = cvmjob("run", str(job_folder(tmp_path)), *short)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "Running on the local Tencent Cloud emulator (no Tencent Cloud credentials were found)" in run.stdout
     assert not server_info.exists(), "the embedded emulator outlived the job"

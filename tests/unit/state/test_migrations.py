@@ -7,6 +7,8 @@ import json
 import re
 import socket
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -247,3 +249,17 @@ def test_a_store_of_an_earlier_release_moves_its_revision_and_shares_the_databas
         assert len(optuna.load_study(study_name="s", storage=storage).trials) == 1
     finally:
         storage.engine.dispose()  # its pooled connections, closed now rather than by the garbage collector
+
+
+def test_the_head_read_without_alembic_is_alembics() -> None:
+    # The fast path of upgrade(): a store at this revision is opened without importing Alembic.
+    assert migrations._newest() == migrations.head()
+
+
+def test_opening_a_store_at_head_imports_no_alembic(tmp_path: Path) -> None:
+    Store(str(tmp_path / "state.db"))
+    probe = ("import sys; from orchestrator.state.store import Store; Store(sys.argv[1]); "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "state.db")], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]", out
