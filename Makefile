@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 CLIENTS_VENV ?= .venv-clients
 
-.PHONY: install clients postgres chromium test test-fast lint demo clean
+.PHONY: install clients system postgres chromium test test-fast lint demo clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,24 +21,24 @@ $(CLIENTS_VENV)/.installed:
 install: $(VENV)/.installed
 clients: $(CLIENTS_VENV)/.installed
 
-# Debian's PostgreSQL server binaries for the `postgres` tests (tests/postgres.py starts and removes its own
-# throwaway cluster; nothing here starts a server). Installed only when no initdb is there yet; needs root.
-postgres:
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
-	fi
-
-# Debian's Chromium for the sweep report's browser test (tests/unit/sweep/test_report.py opens the report headless
-# and checks that its plots rendered). Installed only when none is there yet and make runs as root with apt-get;
-# elsewhere that test skips without it, except under CI (CI set), where a missing chromium fails it.
-chromium:
-	@if ! command -v chromium >/dev/null 2>&1; then \
+# What the tests need from Debian, in one apt-get (two would fight over dpkg's lock when make runs them side by
+# side): PostgreSQL's server binaries for the `postgres` tests (tests/postgres.py starts and removes its own
+# throwaway cluster; nothing here starts a server), and Chromium for the sweep report's browser test
+# (tests/unit/sweep/test_report.py opens the report headless and checks that its plots rendered). Only what is
+# missing, only as root with apt-get; elsewhere the browser test skips without chromium, except under CI (CI
+# set), where a missing chromium fails it.
+system:
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		else \
-			echo "no chromium, and not root on Debian: the sweep report's browser test skips (fails under CI)"; \
+			echo "missing:$$missing, and not root on Debian: install them, or the tests that need them fail or skip"; \
 		fi; \
 	fi
+postgres chromium: system
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -49,10 +49,17 @@ lint: install
 # more workers than the two cores CI has (docs/testing.md has the measurements). Each worker has its own
 # emulators and stores; the fault suite stays on one (tests/conftest.py) and runs the crash points and the fault
 # matrix on SQLite and on PostgreSQL. --durations: where the time went, in every CI log.
+# The two virtualenvs and Debian's packages install side by side, and the linters run beside the tests (their
+# report follows the tests'); either failing fails `make test`.
 PYTEST_WORKERS ?= 3
-test: install clients postgres chromium lint
-	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) \
-		--durations=25
+LINT_LOG = $(VENV)/lint.log
+test:
+	@$(MAKE) --no-print-directory -j3 install clients system
+	@$(MAKE) --no-print-directory lint >$(LINT_LOG) 2>&1 & linting=$$!; \
+	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --durations=25; \
+	tested=$$?; wait $$linting; linted=$$?; \
+	echo "--- make lint:"; cat $(LINT_LOG); \
+	if [ $$tested != 0 ]; then exit $$tested; fi; exit $$linted
 
 # The inner loop: unit, emulator and agent tests, no end-to-end runs, no fault suite, no benchmarks (minutes).
 test-fast: install
