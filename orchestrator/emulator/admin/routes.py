@@ -226,7 +226,12 @@ async def handle(request: web.Request, cloud: Cloud) -> web.StreamResponse:
     body: Body = {}
     if request.can_read_body:
         raw = await request.read()
-        body = json.loads(raw) if raw.strip() else {}
+        try:
+            body = json.loads(raw) if raw.strip() else {}
+        except ValueError as exc:
+            return _json({"error": f"the body is not JSON ({exc}): send a JSON object"}, 400)
+        if not isinstance(body, dict):
+            return _json({"error": f"the body is JSON of type {type(body).__name__}: send a JSON object"}, 400)
     try:
         result: Any = route(cloud, body, request)
         if isinstance(result, Awaitable):
