@@ -236,27 +236,36 @@ class Sweeper:
         from optuna.trial import TrialState
 
         try:
-            report = self._plan(params, number)
+            report = self._plan(params, number, self._share_of_cap())
         except (SpecError, PlanError) as exc:
             self._finish(trial_id, number, TrialState.FAIL, Ending.TRAINING, f"its job cannot be planned: {exc}")
             return
         except CloudError as exc:  # still failing after the plan's own retries: the next step tries again
             self.say(f"trial {number}: its job cannot be planned now ({exc}); trying again")
             return
-        cap = self.spec.budget.max_cost
-        if cap is not None:
-            # The trial's share of the cap, as its own limits.max_cost (the job stops itself there): whatever a
-            # trial does, the running trials' shares and what was spent stay under the cap.
-            spend, estimate = self._ledger()
-            share = cap - spend.cost - spend.running_cost_left
-            share = min(share, SHARE_OF_ESTIMATE * (estimate.cost or share), report.spec.limits.max_cost or share)
-            spec = report.spec.model_copy(update={"limits": report.spec.limits.model_copy(
-                update={"max_cost": round(max(share, 0.01), 4)})})
-            report = replace(report, spec=spec)
         api.submit(report, self.store, job_id=job_id)
 
-    def _plan(self, params: dict[str, Any], number: int) -> api.PlanReport:
+    def _share_of_cap(self) -> float | None:
+        """The next trial's share of budget.max_cost, which becomes its job's limits.max_cost (the job stops itself
+        there): whatever a trial does, the running trials' shares and what was spent stay under the cap."""
+        cap = self.spec.budget.max_cost
+        if cap is None:
+            return None
+        spend, estimate = self._ledger()
+        share = cap - spend.cost - spend.running_cost_left
+        return min(share, SHARE_OF_ESTIMATE * (estimate.cost or share))
+
+    def _plan(self, params: dict[str, Any], number: int, share: float | None = None) -> api.PlanReport:
+        """The trial's job planned; ``share``: its share of the cap, in its spec before planning, so that the
+        spec, the plan and the settings the controller decides on are born from one limits.max_cost (a share
+        written into the spec after planning never reached the settings: a trial could spend past the cap)."""
         document = self.template.trial_document(self.spec, params, number)
+        if share is not None:
+            own = (document.get("limits") or {}).get("max_cost")
+            if own is None or (isinstance(own, (int, float)) and not isinstance(own, bool)):
+                # (anything else: the plan says what is wrong with it)
+                limit = round(max(min(share, own or share), 0.01), 4)
+                document = apply_overrides(document, [f"limits.max_cost={limit}"])
         report = api.plan(self.template.path, [], self.force_emulator, document=document)
         avoid = placements_to_avoid(self._placement_failures(), self.spec.brakes.per_placement_failures)
         kept = [p for p in report.plan.candidates if (p.zone, p.instance_type) not in avoid]

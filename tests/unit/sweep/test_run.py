@@ -1,18 +1,24 @@
 """The Sweeper's own bookkeeping, on a real store file: a warm start enqueues an earlier study's best trials once;
-the intermediate values it reads from a heartbeat."""
+the intermediate values it reads from a heartbeat; a trial's share of the cap is its job's limit."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import optuna
+import pytest
 
 from orchestrator.contract import MetricsAt, Phase, Status
+from orchestrator.lifecycle.settings import settings_from_json
+from orchestrator.spec.loader import read_job
+from orchestrator.spec.models import JobSpec
 from orchestrator.state.store import Store
 from orchestrator.sweep import study as S
 from orchestrator.sweep.run import JobTemplate, Sweeper, _reported
 from orchestrator.sweep.spec import SweepSpec
+from tests.emulator_process import EmulatorProcess
 
+QUICKSTART = Path(__file__).resolve().parents[3] / "jobs" / "quickstart" / "job.yaml"
 SPEC = {
     "study": "tonight", "job": {"name": "x"}, "space": {"x": {"low": 0.0, "high": 1.0}},
     "objective": {"metric": "val_loss"}, "trials": 5, "warm_start": {"study": "yesterday", "best": 2},
@@ -49,3 +55,29 @@ def test_the_intermediate_values_are_every_recent_report_of_the_metric() -> None
     assert _reported(status, "val_loss") == [(8, 1.0), (12, 0.8)]
     assert _reported(status, "loss") == [(12, 0.25)]  # the loss moves every step: its latest value
     assert _reported(None, "val_loss") == []
+
+
+def test_a_trials_share_of_the_cap_is_the_limit_its_controller_decides_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, emulator: EmulatorProcess) -> None:
+    # The share was once written into the job's spec after planning: the spec said it, the settings the
+    # controller decides on had none, and a runaway trial could spend past the sweep's cap.
+    for name, value in (("CVMJOB_ENDPOINT", emulator.endpoint), ("TENCENTCLOUD_SECRET_ID", emulator.secret_id),
+                        ("TENCENTCLOUD_SECRET_KEY", emulator.secret_key), ("CVMJOB_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(name, value)
+    url = str(tmp_path / "state.db")
+    store = Store(url)
+    job = {**read_job(QUICKSTART), "data": []}
+    spec = SweepSpec.model_validate({"study": "capped", "job": job, "space": {"lr": {"low": 0.1, "high": 1.0}},
+                                     "objective": {"metric": "val_loss"}, "trials": 2,
+                                     "budget": {"max_cost": 3.0}})
+    study = S.open_study(spec, url)
+    sweeper = Sweeper(spec, JobTemplate(job, QUICKSTART), store, url, study, say=lambda line: None)
+    trial = study.ask(S.distributions(spec))
+    sweeper._submit(trial.number, trial._trial_id, trial.params, "job-capped0")
+    record = store.get("job-capped0")
+    assert record is not None
+    limit = JobSpec.model_validate(record.spec).limits.max_cost
+    assert limit is not None and 0 < limit <= 3.0
+    assert settings_from_json(record.settings).max_cost == limit
+    store.close()
+    study._storage._backend.engine.dispose()  # type: ignore[attr-defined]
