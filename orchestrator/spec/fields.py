@@ -80,7 +80,16 @@ PolicyRef = Annotated[str, Matches(r"^(?:[a-z0-9][a-z0-9-]*|.+\.ya?ml)$",
 
 # A str field whose YAML value may be a number (read as text: `version: 2`), so editors do not flag it.
 _TEXT_OR_NUMBER = {"type": ["string", "number"]}
-EnvValue = Annotated[str, WithJsonSchema(_TEXT_OR_NUMBER)]
+
+
+def _no_nul(value: str) -> str:
+    # Found here, not on a billed instance: no environment variable or command line can carry a NUL.
+    if "\0" in value:
+        raise ValueError("holds a NUL character (\\0), which no environment variable or command can carry. remove it")
+    return value
+
+
+EnvValue = Annotated[str, AfterValidator(_no_nul), WithJsonSchema(_TEXT_OR_NUMBER)]
 
 
 def _not_blank(value: str) -> str:
@@ -89,7 +98,8 @@ def _not_blank(value: str) -> str:
     return value
 
 
-Command = Annotated[str, AfterValidator(_not_blank), WithJsonSchema({"type": "string", "pattern": r"\S"})]
+Command = Annotated[str, AfterValidator(_not_blank), AfterValidator(_no_nul),
+                    WithJsonSchema({"type": "string", "pattern": r"\S"})]
 
 # Tencent's tag rules (https://www.tencentcloud.com/document/product/651/13354): keys 1-127 and values 1-255
 # characters, of letters of any script, digits, spaces (not at either end) and + - = . _ : / @ ( ) [ ] , ; > <, or

@@ -124,6 +124,10 @@ ERROR_CASES = [
     (["train.env.DEBUG=on"], "train.env.DEBUG: expected text, got true. quote it so YAML reads it as text, "
                              "e.g. 'yes'"),
     (["train.command=' '"], "train.command: the command is empty. write a shell command, e.g. python train.py"),
+    (['train.env.TOKEN="a\\0b"'], "train.env.TOKEN: holds a NUL character (\\0), which no environment variable or "
+                                  "command can carry. remove it"),
+    (['train.command="python train.py\\0"'], "train.command: holds a NUL character (\\0), which no environment "
+                                             "variable or command can carry. remove it"),
     (["train.hang_timeout=1.5h"], "train.hang_timeout: '1.5h' is not a duration. expected a duration like 90s, 30m, "
                                   "2h, 1h30m, 1d or whole seconds (units in the order d, h, m, s)"),
     (["limits.max_runtime=30s"], "limits.max_runtime: 30s is out of range. allowed 1m..30d"),
