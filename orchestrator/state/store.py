@@ -833,6 +833,10 @@ def _create_wal_database(path: Path) -> None:
     file the other has deleted (its writes are then invisible to everyone else). A database that is born in WAL
     mode never switches: the mode is persistent in its header."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    # Readable by its owner only: it holds every job's spec, train.env values included (often tokens). SQLite gives
+    # its -wal and -shm files the database's permissions.
+    os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(tmp, 0o600)  # a leftover of a killed process of the same pid kept its own mode
     db = sqlite3.connect(tmp, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode=WAL")

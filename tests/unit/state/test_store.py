@@ -221,3 +221,13 @@ def test_jobs_created_since_a_time_and_a_nodes_bill_with_its_source_and_training
     store.put_node(token, billed)
     assert store.nodes("job-1") == [billed]
     assert billed.ran_seconds(now=999) == 120.0 and billed.priced(1.5, now=999) == pytest.approx(0.05)
+
+
+def test_a_new_sqlite_store_and_its_journal_are_readable_by_their_owner_only(tmp_path: Path) -> None:
+    # It holds every job's spec, train.env values (often tokens) included; it was created 0644.
+    path = tmp_path / "home" / "state.db"
+    store = Store(str(path))
+    store.register_controller("c", 1.0, {})  # a write: the -wal file exists from here on
+    for name in ("state.db", "state.db-wal"):
+        assert (path.parent / name).stat().st_mode & 0o777 == 0o600, name
+    store.close()
