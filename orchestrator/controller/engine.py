@@ -278,9 +278,10 @@ class Engine:
         return urgent
 
     def _list_signals(self) -> None:
-        if self.now() - self._listed_at < SIGNALS_SECONDS:
+        now = self.now()
+        if now - self._listed_at < SIGNALS_SECONDS:
             return
-        self._listed_at = self.now()
+        self._listed_at = now
         for held in self.held.values():
             state = held.executor.state
             where = (id(held.sdk), state.bucket)

@@ -260,12 +260,15 @@ class Sweeper:
         spec, the plan and the settings the controller decides on are born from one limits.max_cost (a share
         written into the spec after planning never reached the settings: a trial could spend past the cap)."""
         document = self.template.trial_document(self.spec, params, number)
-        if share is not None:
-            own = (document.get("limits") or {}).get("max_cost")
-            if own is None or (isinstance(own, (int, float)) and not isinstance(own, bool)):
-                # (anything else: the plan says what is wrong with it)
-                limit = round(max(min(share, own or share), 0.01), 4)
-                document = apply_overrides(document, [f"limits.max_cost={limit}"])
+        limits = document.get("limits") or {}
+        own = limits.get("max_cost") if isinstance(limits, dict) else None
+        # A limits or max_cost that is not a mapping or a positive number is left as written: the plan says what
+        # is wrong with it (a share written over it would hide it).
+        valid = isinstance(limits, dict) and (own is None or (
+            isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0))
+        if share is not None and valid:
+            limit = round(max(share if own is None else min(share, own), 0.01), 4)
+            document = apply_overrides(document, [f"limits.max_cost={limit}"])
         report = api.plan(self.template.path, [], self.force_emulator, document=document)
         avoid = placements_to_avoid(self._placement_failures(), self.spec.brakes.per_placement_failures)
         kept = [p for p in report.plan.candidates if (p.zone, p.instance_type) not in avoid]
