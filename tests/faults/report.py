@@ -7,6 +7,7 @@ import re
 import time
 from pathlib import Path
 
+from tests.faults.defects import DEFECTS, NOTES
 from tests.faults.harness import ON_POSTGRES, Record
 
 GROUPS = {
@@ -92,4 +93,18 @@ def write(target: Path, records: list[Record], wall_seconds: float) -> None:
                 f"{_cell(', '.join(r.checked) or '-')} | {_cell(result)} | {r.seconds:.0f} |"
             )
         lines.append("")
+    lines += _defects()
     target.write_text("\n".join(lines))
+
+
+def _defects() -> list[str]:
+    """The review's defects (tests/faults/defects.py), and the notes that go with them."""
+    lines = ["## Defects found by review, each guarded by a test that failed before its fix", "",
+             "| item | what went wrong | what holds now | tests |", "|---|---|---|---|"]
+    for d in DEFECTS:
+        tests = "<br>".join(f"`{t}`" for t in d.tests)
+        lines.append(f"| {d.item} | {_cell(d.what)} | {_cell(d.invariant)} | {tests} |")
+    lines.append("")
+    for heading, text in NOTES:
+        lines += [f"## {heading}", "", text.strip(), ""]
+    return lines
