@@ -34,6 +34,7 @@ COS_ERROR_CODES: dict[str, int] = {
     "MethodNotAllowed": 405,
     "BucketAlreadyExists": 409,
     "BucketNotEmpty": 409,
+    "FileAlreadyExists": 409,  # PUT Object / Complete Multipart Upload with x-cos-forbid-overwrite (doc 436/7749)
     "InvalidBucketState": 409,
     "OperationAborted": 409,
     "MissingContentLength": 411,

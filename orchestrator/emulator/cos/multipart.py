@@ -18,7 +18,7 @@ from ..errors import CosError
 from . import wire
 from .call import Call
 from .listing import paginate
-from .objects import receive_body, stored_headers
+from .objects import forbid_overwrite, receive_body, stored_headers
 from .storage import Part, Segment, StoredObject, Upload
 
 MAX_PART_NUMBER = 10_000
@@ -85,6 +85,7 @@ async def complete(call: Call) -> web.StreamResponse:
     upload = _upload(call)
     listed = [(wire.child_text(p, "PartNumber"), wire.child_text(p, "ETag")) for p in wire.children(root, "Part")]
     parts = _requested_parts(call, listed, upload)
+    forbid_overwrite(call)  # the upload stays, as after any refused Complete: the client aborts or retries it
     digest = hashlib.md5(b"".join(bytes.fromhex(p.etag.strip('"')) for p in parts)).hexdigest()
     crc = 0
     for part in parts:

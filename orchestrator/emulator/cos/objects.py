@@ -64,9 +64,25 @@ def _object_headers(obj: StoredObject) -> dict[str, str]:
     }
 
 
+def forbid_overwrite(call: Call, received: Body | None = None) -> None:
+    """``x-cos-forbid-overwrite: true`` on PUT Object or Complete Multipart Upload: a key that exists is refused
+    with 409 FileAlreadyExists and keeps its object (doc 436/7749; COS ignores the header on a versioned bucket,
+    which this emulator has none of). Called with no await before the commit, so the check is the commit's."""
+    if call.request.headers.get("x-cos-forbid-overwrite", "").lower() != "true":
+        return
+    try:
+        call.store.head(call.bucket_name, call.key)
+    except CosError:
+        return  # no such key: written as asked
+    if received is not None:
+        received.path.unlink(missing_ok=True)
+    raise CosError(409, "FileAlreadyExists", "The specified key already exists and x-cos-forbid-overwrite is true.")
+
+
 async def put_object(call: Call) -> web.StreamResponse:
     bucket = call.bucket()
     body = await receive_body(call)
+    forbid_overwrite(call, body)
     obj = call.store.put_object(bucket, call.key, body, stored_headers(call.request), call.now)
     return call.empty(headers={"ETag": obj.etag, "x-cos-hash-crc64ecma": obj.crc64})
 
