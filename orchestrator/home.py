@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import secrets
 from pathlib import Path
 
 from .errors import CvmjobError
@@ -33,3 +36,34 @@ def store_url() -> str:
     """Where the state store is: ``$CVMJOB_DB`` when set (a ``postgresql://`` or ``sqlite://`` URL, or a path of a
     SQLite file), else the embedded file, ``$CVMJOB_HOME/state.db``."""
     return os.environ.get("CVMJOB_DB") or str(state_db())
+
+
+IDENTITY = re.compile(r"[0-9a-f]{16}")
+
+
+def controller_identity() -> str:
+    """This home's controllers as one party: a random id kept in ``$CVMJOB_HOME/identity``, made at first use.
+    ``$USER@hostname`` is not one (a second home, a CI runner, two hosts named alike share it): a lease holder
+    or a job document names this id, and only a holder with it can be told dead by a look at its pid."""
+    path = cvmjob_home() / "identity"
+    if not path.exists():
+        _create_once(path, secrets.token_hex(8) + "\n")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HomeError(f"{path} cannot be read ({exc}): delete it and a new identity is made") from exc
+    if not IDENTITY.fullmatch(text.strip()):
+        raise HomeError(f"{path} does not hold a controller identity (16 hex digits): delete it and a new one is made "
+                        "(a controller of this home that is still running then counts as another's)")
+    return text.strip()
+
+
+def _create_once(path: Path, text: str) -> None:
+    """``text`` at ``path`` unless another process put its own there first (a link never replaces a file)."""
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    draft.write_text(text)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, path)
+    finally:
+        draft.unlink()

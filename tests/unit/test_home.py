@@ -16,3 +16,27 @@ def test_the_store_is_the_embedded_file_unless_cvmjob_db_names_one(tmp_path: Pat
     assert store_url() == "postgresql://cvmjob@127.0.0.1:5432/cvmjob"
     monkeypatch.setenv("CVMJOB_DB", str(tmp_path / "elsewhere.db"))
     assert store_url() == str(tmp_path / "elsewhere.db")
+
+
+def test_each_home_has_one_random_identity_kept_across_processes(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.home import controller_identity
+
+    monkeypatch.setenv("CVMJOB_HOME", str(tmp_path / "a"))
+    first = controller_identity()
+    assert first == controller_identity() == (tmp_path / "a" / "identity").read_text().strip()
+    monkeypatch.setenv("CVMJOB_HOME", str(tmp_path / "b"))
+    assert controller_identity() != first  # same user, same host: another home is another controller
+    monkeypatch.setenv("CVMJOB_HOME", str(tmp_path / "a"))
+    assert controller_identity() == first
+
+
+def test_an_identity_file_that_is_not_one_is_refused_and_left_as_it_is(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.home import HomeError, controller_identity
+
+    monkeypatch.setenv("CVMJOB_HOME", str(tmp_path))
+    (tmp_path / "identity").write_text("not/an identity\n")
+    with pytest.raises(HomeError, match=r"identity.*delete it"):
+        controller_identity()
+    assert (tmp_path / "identity").read_text() == "not/an identity\n"
