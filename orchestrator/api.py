@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +21,16 @@ from . import embedded, fingerprint, funds, jobdoc
 from . import pool as pools
 from .ci.facts import labels_from
 from .contract import Fingerprint, FingerprintEntry, JobLayout, Manifest, Result, Status
-from .errors import CvmjobError
+from .controller.drive import died_here
+from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .home import state_db, store_url
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
 from .lifecycle.settings import Settings, settings_to_json
 from .plan.models import Plan
 from .plan.planner import Facts, PlanError, PublicImage, make_plan
-from .providers.tencent import TencentSdk, compute, images
-from .providers.tencent.errors import CapacityError, CloudError
+from .providers.tencent import TencentSdk, buckets, compute, images
+from .providers.tencent.errors import CapacityError, CloudError, StateConflictError
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .retry import retrying
@@ -446,50 +449,138 @@ class Orphans:
     images: list[images.ImageView]
 
 
-def find_orphans(store: Store, sdk: TencentSdk, now: float, grace: float, me: str) -> Orphans:
-    """Instances and images tagged by cvmjob that no active job owns.
+class GcIncomplete(CvmjobError):
+    """An orphan instance stayed in a state TerminateInstances refuses for as long as gc waits."""
 
-    A resource is an orphan when its job is terminal in this store, or unknown to it but tagged with this
-    controller's owner and older than ``grace`` seconds (a just-created resource may belong to a job whose record
-    is still being written; another user's jobs are not ours to judge). A succeeded job's own image is its
-    product, not an orphan."""
-    jobs = {j.job_id: j for j in store.list_jobs()}
+    exit_code = EXIT_CLOUD_ERROR
 
-    def orphaned(tags: dict[str, str], created: float | None) -> bool:
-        job = jobs.get(tags.get(TAG_JOB, ""))
-        if job is not None:
-            return job.state.is_terminal()
-        return tags.get(TAG_OWNER) == me and created is not None and now - created >= grace
 
-    instances = [
-        i
-        for i in compute.find_by_tag_key(sdk, TAG_JOB)
-        if not i.state.leaving
-        and orphaned(i.tags, i.created_at.timestamp() if i.created_at else None)
-    ]
-    products = {j.image_id for j in jobs.values() if j.state == JobState.SUCCEEDED and j.image_id}
+class Missing(Enum):
+    """A job no store of ours knows, and whose document gc did not find."""
+
+    ABSENT = "absent"  # no job.json in any bucket of the region: every bucket was read
+    UNREADABLE = "unreadable"  # a bucket could not be read, or its job.json not by this release
+
+
+def orphaned(job: JobRecord | Missing, in_store: bool, tags: dict[str, str], created: float | None, now: float,
+             grace: float, me: str, holder_died: Callable[[str], bool]) -> bool:
+    """Whether a tagged resource of ``job`` is garbage: provably finished or abandoned, never merely unknown.
+
+    - A job of this store (``in_store``): once terminal.
+    - Otherwise, only what carries this owner's tag (``me``), judged by the job's document (job.json, which its
+      controller puts in its state bucket from its submission on, jobdoc.py):
+      terminal there: at once; not terminal, its lease held by a controller of this home whose process is gone
+      (``holder_died``: this store lost the job): once older than ``grace``; not terminal otherwise (another home, a
+      CI runner, a host of the same name drives it, or will): never, its own controller or its ActionTimer ends it.
+    - No document in any bucket of the region (a job of an older release; a state bucket deleted): once older than
+      ``grace``. A bucket that could not be read, or a document this release cannot read: never (unknown is not
+      gone)."""
+    if in_store:
+        assert isinstance(job, JobRecord)
+        return job.state.is_terminal()
+    if tags.get(TAG_OWNER) != me or job is Missing.UNREADABLE:
+        return False
+    if isinstance(job, JobRecord) and job.state.is_terminal():
+        return True
+    old = created is not None and now - created >= grace
+    if job is Missing.ABSENT:
+        return old
+    assert isinstance(job, JobRecord)
+    return old and job.lease_owner is not None and holder_died(job.lease_owner)
+
+
+def _documents(sdk: TencentSdk, job_ids: set[str], first: str | None) -> dict[str, JobRecord | Missing]:
+    """Each job as its document in the region's buckets has it (``first`` looked in first: the default state
+    bucket), or why there is none."""
+    if not job_ids:
+        return {}
+    try:
+        names = retrying(lambda: buckets.in_region(sdk))
+    except CloudError:
+        return dict.fromkeys(job_ids, Missing.UNREADABLE)
+    states = [ObjectStore(sdk, name) for name in sorted(names, key=lambda name: name != first)]
+    return {job_id: _document(states, job_id) for job_id in job_ids}
+
+
+def _document(states: list[ObjectStore], job_id: str) -> JobRecord | Missing:
+    unread = False
+    for state in states:
+        try:
+            found = retrying(partial(jobdoc.fetch, state, job_id))
+        except (CloudError, ValueError):  # the bucket refused us; a document not JSON, or of a newer release
+            unread = True
+            continue
+        if found is not None:
+            return found[0]
+    return Missing.UNREADABLE if unread else Missing.ABSENT
+
+
+def find_orphans(store: Store, sdk: TencentSdk, now: float, grace: float, me: str,
+                 first_bucket: str | None = None) -> Orphans:
+    """Instances and images tagged by cvmjob that no active job owns (``orphaned`` says which, and why an owner
+    unknown to this store is not an owner gone). A succeeded job's own image is its product, not an orphan,
+    whichever store holds the job."""
+    local = {j.job_id: j for j in store.list_jobs()}
+    tagged_instances = [i for i in compute.find_by_tag_key(sdk, TAG_JOB) if not i.state.leaving]
+    tagged_images = images.find_by_tag_key(sdk, TAG_JOB)
+    tag_sets = [*(i.tags for i in tagged_instances), *(i.tags for i in tagged_images)]
+    unknown = {tags.get(TAG_JOB, "") for tags in tag_sets if tags.get(TAG_OWNER) == me} - set(local)
+    jobs: dict[str, JobRecord | Missing] = {**_documents(sdk, unknown, first_bucket), **local}
+
+    def garbage(tags: dict[str, str], created: float | None) -> bool:
+        job_id = tags.get(TAG_JOB, "")
+        job = jobs.get(job_id, Missing.UNREADABLE)  # another owner's: not looked up, not ours to judge
+        return orphaned(job, job_id in local, tags, created, now, grace, me, died_here)
+
+    instances = [i for i in tagged_instances if garbage(i.tags, i.created_at.timestamp() if i.created_at else None)]
+    products = {j.image_id for j in jobs.values()
+                if isinstance(j, JobRecord) and j.state == JobState.SUCCEEDED and j.image_id}
     stray_images = []
-    for img in images.find_by_tag_key(sdk, TAG_JOB):
+    for img in tagged_images:
         created = img.created()
         # A failed capture is garbage whoever made it (even a succeeded job's); a CREATING one cannot be deleted yet.
         if (img.image_id in products and img.state.ready) or not (img.state.ready or img.state.failed):
             continue
-        if orphaned(img.tags, created.replace(tzinfo=timezone.utc).timestamp() if created else None):
+        if garbage(img.tags, created.replace(tzinfo=timezone.utc).timestamp() if created else None):
             stray_images.append(img)
     return Orphans(instances, stray_images)
 
 
-def collect_orphans(sdk: TencentSdk, orphans: Orphans) -> None:
-    if orphans.instances:
-        compute.terminate(sdk, [i.instance_id for i in orphans.instances])
+def collect_orphans(sdk: TencentSdk, orphans: Orphans, wait_seconds: float = Settings.pending_timeout,
+                    sleep: Callable[[float], object] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    """Delete the images, terminate the instances. An instance in a state TerminateInstances refuses (PENDING,
+    STARTING, …) is looked at again every POLL_SECONDS until it takes it, for at most ``wait_seconds`` (as long as
+    a controller waits for a launch stuck in PENDING), as a job's teardown does; the others go meanwhile.
+    GcIncomplete names those still refused then, everything else collected."""
     if orphans.images:
-        images.delete(sdk, [i.image_id for i in orphans.images])
+        retrying(lambda: images.delete(sdk, [i.image_id for i in orphans.images]))
+    states = {i.instance_id: i.state for i in orphans.instances}
+    deadline = clock() + wait_seconds
+    while states:
+        ready = [i for i, state in states.items() if state.terminable]
+        try:
+            if ready:
+                retrying(partial(compute.terminate, sdk, ready))
+            states = {i: state for i, state in states.items() if i not in ready}
+        except StateConflictError:
+            pass  # one entered such a state since the look (the others were taken): the next look says which
+        if not states:
+            return
+        if clock() >= deadline:
+            left = ", ".join(f"{i} ({state.value})" for i, state in sorted(states.items()))
+            raise GcIncomplete(f"gc: {left} still in a state TerminateInstances refuses after {wait_seconds:.0f} s; "
+                               "everything else was collected. run `cvmjob gc` again once it has left it")
+        sleep(POLL_SECONDS)
+        seen = retrying(partial(compute.describe, sdk, list(states)))
+        states = {i: seen[i].state for i in states if i in seen and not seen[i].state.leaving}
 
 
 def gc(store: Store, region: str, force_emulator: bool, grace: float, dry_run: bool) -> Orphans:
     """The region's orphans (find_orphans), cleaned unless ``dry_run``."""
-    sdk = connect(resolve(region, force_emulator))
-    orphans = find_orphans(store, sdk, time.time(), grace, owner())
+    target = resolve(region, force_emulator)
+    sdk = connect(target)
+    first = os.environ.get("CVMJOB_STATE_BUCKET") or state_bucket(None, target)
+    orphans = find_orphans(store, sdk, time.time(), grace, owner(), first)
     if not dry_run:
         collect_orphans(sdk, orphans)
     return orphans

@@ -339,12 +339,14 @@ def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the 
 @app.command()
 def gc(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would be cleaned")] = False,
-    grace: Annotated[str, typer.Option(help="ignore unknown resources younger than this")] = "10m",
+    grace: Annotated[str, typer.Option(help="leave a resource of a job this store does not hold alone until this "
+                                            "old (unless the job's document says it ended)")] = "10m",
     region: Annotated[str, typer.Option(help="the region to clean")] = "ap-guangzhou",
     emulator: Emulator = False,
     output: Output = "text",
 ) -> None:
-    """Terminate instances and delete images tagged by cvmjob that no live job owns."""
+    """Terminate instances and delete images tagged by cvmjob whose job has ended or was abandoned (never another
+    home's live job; an instance still PENDING is waited for)."""
     check_output(output)
     try:
         grace_seconds = parse_duration(grace)
