@@ -71,6 +71,8 @@ class Cli:
         return data
 
     def wait_for(self, predicate: Any, timeout: float = 180, job: str | None = None) -> dict[str, Any]:
+        """The first `cvmjob status` that satisfies ``predicate``, asked every 2 s: each one is a whole `cvmjob`
+        process (about a second of CPU), so a 1 s poll kept a core busy for as long as a test waited."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -81,12 +83,12 @@ class Cli:
                 return status
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out; last status: {json.dumps(status)[:2000]}")
-            time.sleep(1)
+            time.sleep(2)
 
 
 @pytest.fixture(scope="session")
 def e2e_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorProcess]:
-    server = start_emulator(Path(tmp_path_factory.mktemp("e2e")) / "state", "--secret-key", E2E_SECRET_KEY)
+    server = start_emulator(Path(tmp_path_factory.mktemp("e2e")) / "state", secret_key=E2E_SECRET_KEY)
     server.secret_key = E2E_SECRET_KEY
     server.secret_id = DEFAULT_SECRET_ID
     yield server
