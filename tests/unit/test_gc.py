@@ -15,6 +15,7 @@ import pytest
 from orchestrator import api, jobdoc
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute, images
+from orchestrator.providers.tencent.errors import StateConflictError
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType
 from orchestrator.state.store import JobRecord, Store
@@ -111,6 +112,17 @@ def manual_cloud(tmp_path: Path) -> Iterator[EmulatorProcess]:
     server = start_emulator(tmp_path / "state", "--clock", "manual", "--boot-seconds", "30")
     yield server
     server.stop()
+
+
+def test_the_emulator_refuses_to_terminate_a_pending_instance_as_the_cloud_does(manual_cloud: EmulatorProcess) -> None:
+    """tencent-cloud-api.md §2.4: TerminateInstances answers UnsupportedOperation.InstanceStatePending; what gc
+    waits out is what the real cloud does."""
+    sdk = sdk_of(manual_cloud)
+    pending = launch(sdk, "job-000000e1")
+    with pytest.raises(StateConflictError) as refused:
+        compute.terminate(sdk, [pending])
+    assert refused.value.code == "UnsupportedOperation.InstanceStatePending"
+    assert compute.describe(sdk, [pending])[pending].state.value == "PENDING"
 
 
 def test_gc_waits_for_a_pending_instance_and_collects_the_rest_meanwhile(manual_cloud: EmulatorProcess,
