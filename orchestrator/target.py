@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from . import embedded
-from .emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY
+from .emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
-from .providers.tencent import StaticCredential, TencentSdk
+from .providers.tencent import CredentialSource, StaticCredential, TencentSdk
 from .providers.tencent.credentials import find_user_credential, looked_for
 
 
@@ -125,9 +125,15 @@ def connect(target: Target) -> TencentSdk:
         if found is None:
             raise TargetError(f"no Tencent Cloud keys: looked for {looked_for()}")
         return TencentSdk(found.credential, target.region, None, target.appid)
-    credential = (
-        found.credential
-        if found is not None and not target.embedded
-        else StaticCredential(DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY)
-    )
+    credential: CredentialSource
+    if target.embedded:  # its own key, in its state directory (no emulator has a public one)
+        credential = StaticCredential(DEFAULT_SECRET_ID, embedded.secret_key())
+    elif found is not None:
+        credential = found.credential
+    else:
+        raise TargetError(
+            f"no keys for the emulator at {target.endpoint}: set TENCENTCLOUD_SECRET_ID and "
+            "TENCENTCLOUD_SECRET_KEY to its keys (its SecretKey is in the file `secret_key` of its --state-dir, "
+            "unless it was started with one of yours)"
+        )
     return TencentSdk(credential, target.region, target.endpoint, target.appid)

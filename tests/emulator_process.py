@@ -1,18 +1,24 @@
-"""Start the emulator as a real server process on 127.0.0.1 for tests and benchmarks."""
+"""Start the emulator as a real server process on 127.0.0.1 for tests and benchmarks: with a key of its own
+(made in its state directory, read back from there) or the one a caller hands it (in its environment), and
+seeding from the temporary directory and this checkout unless the caller names its own ``--seed-root``."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.emulator.client import AdminClient
-from orchestrator.emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID, DEFAULT_SECRET_KEY
-from orchestrator.emulator.launcher import launch, proxy_free_environment
+from orchestrator.emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID
+from orchestrator.emulator.launcher import key_of, launch, proxy_free_environment
 
 # Fast lifecycles for tests: seconds of emulated time.
 TEST_TIMINGS = ("--boot-seconds", "0.5", "--terminate-seconds", "0.3", "--image-seconds", "0.5")
+REPO = Path(__file__).resolve().parents[1]
+# Where tests' example data lives: pytest's tmp_path and the checkout (jobs/quickstart/dataset).
+SEED_ROOTS = ("--seed-root", tempfile.gettempdir(), "--seed-root", str(REPO))
 
 
 @dataclass
@@ -21,8 +27,8 @@ class EmulatorProcess:
     state_dir: Path
     process: subprocess.Popen[bytes]
     log_path: Path
+    secret_key: str
     secret_id: str = DEFAULT_SECRET_ID
-    secret_key: str = DEFAULT_SECRET_KEY
     appid: str = DEFAULT_APPID
 
     @property
@@ -48,7 +54,11 @@ def clean_env() -> dict[str, str]:
     return proxy_free_environment()
 
 
-def start_emulator(state_dir: Path, *extra: str, timeout: float = 30.0) -> EmulatorProcess:
+def start_emulator(
+    state_dir: Path, *extra: str, timeout: float = 30.0, secret_key: str | None = None
+) -> EmulatorProcess:
     log_path = state_dir.parent / f"{state_dir.name}.log"
-    process, info = launch(state_dir, log_path, *TEST_TIMINGS, *extra, timeout=timeout)
-    return EmulatorProcess(info["endpoint"], state_dir, process, log_path)
+    roots = () if "--seed-root" in extra else SEED_ROOTS
+    process, info = launch(state_dir, log_path, *TEST_TIMINGS, *roots, *extra, timeout=timeout, secret_key=secret_key)
+    key = secret_key if secret_key is not None else key_of(info)
+    return EmulatorProcess(info["endpoint"], state_dir, process, log_path, key)

@@ -1,4 +1,5 @@
-"""A small client for the admin API, for tests, benchmarks and the embedded mode."""
+"""A small client for the admin API, for tests, benchmarks and the embedded mode. It needs the emulator's own
+SecretKey (keys.py: ``<state-dir>/secret_key`` unless it was given one)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
-
-from .config import DEFAULT_SECRET_KEY
 
 
 class AdminError(RuntimeError):
@@ -21,7 +20,7 @@ class AdminError(RuntimeError):
 
 
 class AdminClient:
-    def __init__(self, endpoint: str, secret_key: str = DEFAULT_SECRET_KEY, timeout: float = 30.0) -> None:
+    def __init__(self, endpoint: str, secret_key: str, timeout: float = 30.0) -> None:
         self.base = endpoint if endpoint.startswith("http") else f"http://{endpoint}"
         self._secret_key = secret_key
         self._timeout = timeout

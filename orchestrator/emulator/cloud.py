@@ -28,6 +28,7 @@ from .cos.service import Cos
 from .cvm import responses as cvm_api
 from .cvm.models import Cvm
 from .iam import Iam
+from .keys import private_dir
 from .runtime.background import Background
 from .runtime.faults import Faults
 from .runtime.gpus import detect
@@ -44,7 +45,7 @@ class Cloud:
     def __init__(self, config: EmulatorConfig) -> None:
         self.config = config
         self.state_dir = Path(config.state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir)  # it holds every STS key issued (state.json) and perhaps the account's key
         self.clock = Clock(config.clock)
         self.created_at = time.time()
         self.background = Background()

@@ -6,10 +6,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Documented defaults (README "The local Tencent Cloud"). Shaped like real keys: a SecretId is "AKID" + 32
-# characters, a SecretKey 32 characters, an APPID 10 digits, a root account UIN 12 digits.
+# Documented defaults (README "The local Tencent Cloud"). Shaped like real ones: a SecretId is "AKID" + 32
+# characters, an APPID 10 digits, a root account UIN 12 digits. There is no default SecretKey: it opens code
+# execution as the emulator's user, so each emulator has its own (keys.py).
 DEFAULT_SECRET_ID = "AKIDcvmjobEmulator0000000000000000"
-DEFAULT_SECRET_KEY = "cvmjobEmulatorSecretKey000000000"
 DEFAULT_APPID = "1250000000"
 DEFAULT_UIN = "100000000001"
 DEFAULT_REGION = "ap-guangzhou"
@@ -18,10 +18,12 @@ DEFAULT_REGION = "ap-guangzhou"
 @dataclass(frozen=True)
 class EmulatorConfig:
     state_dir: Path
+    secret_key: str  # the account's long-term key, also the admin API's bearer (keys.py)
     host: str = "127.0.0.1"
     port: int = 0
+    # Folders the admin ``seed`` may read (absolute, resolved); none: seeding is refused.
+    seed_roots: tuple[Path, ...] = ()
     secret_id: str = DEFAULT_SECRET_ID
-    secret_key: str = DEFAULT_SECRET_KEY
     appid: str = DEFAULT_APPID
     uin: str = DEFAULT_UIN
     # Seconds of emulated time an instance spends in PENDING, TERMINATING, STOPPING/STARTING, and an image in

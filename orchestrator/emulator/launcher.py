@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .keys import KEY_VARIABLE, private_dir
+
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 
@@ -20,12 +22,15 @@ def proxy_free_environment() -> dict[str, str]:
 
 
 def launch(
-    state_dir: Path, log_path: Path, *extra: str, detached: bool = False, timeout: float = 60.0
+    state_dir: Path, log_path: Path, *extra: str, detached: bool = False, timeout: float = 60.0,
+    secret_key: str | None = None,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """``python -m orchestrator.emulator serve`` on a free port; returns the process and its ready document
-    (endpoint, secret_id, appid, state_dir). ``detached`` puts it in a session of its own: it outlives its
-    starter (the embedded emulator must survive a controller killed with -9)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    (endpoint, secret_id, secret_key_file, appid, state_dir). ``secret_key``: the key it runs with, handed over
+    in its environment (never its arguments, which every user reads); None: it makes its own, read from
+    ``secret_key_file``. ``detached`` puts it in a session of its own: it outlives its starter (the embedded
+    emulator must survive a controller killed with -9)."""
+    private_dir(state_dir)
     ready = state_dir.parent / f"{state_dir.name}.ready.json"
     ready.unlink(missing_ok=True)
     args = [
@@ -41,13 +46,16 @@ def launch(
         str(ready),
         *extra,
     ]
+    env = {k: v for k, v in proxy_free_environment().items() if k != KEY_VARIABLE}
+    if secret_key is not None:
+        env[KEY_VARIABLE] = secret_key
     with log_path.open("ab") as log:  # the child keeps its own descriptor
         process = subprocess.Popen(
             args,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=proxy_free_environment(),
+            env=env,
             start_new_session=detached,
         )
     deadline = time.monotonic() + timeout
@@ -61,6 +69,11 @@ def launch(
         time.sleep(0.05)
     info: dict[str, Any] = json.loads(ready.read_text())
     return process, info
+
+
+def key_of(info: dict[str, Any]) -> str:
+    """The key of an emulator ``launch`` started without one: from the file its ready document names."""
+    return Path(info["secret_key_file"]).read_text().strip()
 
 
 def _tail(path: Path) -> str:

@@ -27,7 +27,7 @@ def test_serves_until_sigterm_and_refuses_a_port_it_cannot_have(tmp_path: Path) 
     try:
         info = wait_until("the ready file", lambda: ready.exists() and json.loads(ready.read_text()), 30)
         endpoint = info["endpoint"]
-        assert AdminClient(endpoint).health()["ok"]
+        assert AdminClient(endpoint, (tmp_path / "state" / "secret_key").read_text().strip()).health()["ok"]
         taken = subprocess.run(cvmjob_emulator("--port", endpoint.split(":")[1], "--state-dir", str(tmp_path / "b")),
                                capture_output=True, text=True, timeout=60, check=False)
         assert taken.returncode == 2

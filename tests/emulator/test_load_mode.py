@@ -100,7 +100,8 @@ def test_settings_refuse_what_they_do_not_know(emulator: EmulatorProcess) -> Non
 
 def test_the_serve_flag_starts_in_load_mode(tmp_path: Path) -> None:
     def config(*extra: str) -> bool:
-        return config_from(parser().parse_args(["serve", "--state-dir", str(tmp_path), *extra])).run_user_data
+        args = parser().parse_args(["serve", "--state-dir", str(tmp_path), *extra])
+        return config_from(args, "k" * 32).run_user_data
 
     assert config() is True and config("--no-user-data") is False
 

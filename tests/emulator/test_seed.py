@@ -11,6 +11,7 @@ import pytest
 from qcloud_cos import CosS3Client
 
 from orchestrator.emulator.client import AdminError
+from orchestrator.emulator.keys import KEY_VARIABLE
 from orchestrator.emulator.launcher import proxy_free_environment
 from tests.emulator.test_cos import read
 from tests.emulator_process import EmulatorProcess
@@ -80,32 +81,44 @@ def test_bad_seed_input_is_a_400_with_a_clear_message(
     assert not cos.bucket_exists(Bucket="ok-1250000000")  # everything is checked before anything changes
 
 
-def seed_cli(endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:
+def seed_cli(endpoint: str, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The seed command, given ``key`` in its environment (as a user keeps it off the command line)."""
+    env = {k: v for k, v in proxy_free_environment().items() if k != KEY_VARIABLE}
     return subprocess.run(
         [sys.executable, "-m", "orchestrator.emulator", "seed", "--endpoint", endpoint, *args],
-        capture_output=True, text=True, timeout=60, check=False, env=proxy_free_environment(),
+        capture_output=True, text=True, timeout=60, check=False, env=env | ({KEY_VARIABLE: key} if key else {}),
     )
 
 
 def test_the_seed_command(emulator: EmulatorProcess, cos: CosS3Client, tmp_path: Path) -> None:
     folder = str(example(tmp_path))
     url = f"cos://cli-{emulator.appid}/q/"
-    first = seed_cli(emulator.endpoint, folder, url)
+    first = seed_cli(emulator.endpoint, folder, url, key=emulator.secret_key)
     assert (first.returncode, first.stdout, first.stderr) == (
         0, f"seeded 3 files ({sum(map(len, FILES.values()))} bytes) into {url}\n", "")
     assert read(cos, f"cli-{emulator.appid}", "q/b.txt")[0] == b"bee\n"
-    again = seed_cli(emulator.endpoint, folder, url)
+    again = seed_cli(emulator.endpoint, folder, url, key=emulator.secret_key)
     assert again.stdout == f"{url} already holds objects: nothing seeded (--force to seed anyway)\n"
-    assert seed_cli(emulator.endpoint, folder, url, "--force").stdout.startswith("seeded 3 files")
-    for args, error in [
-        ((folder, "s3://b/p/"), "error: 's3://b/p/' is not cos://BUCKET/PREFIX/\n"),
-        ((str(tmp_path / "missing"), url), f"error: folder {tmp_path / 'missing'} does not exist\n"),
-        ((folder, "cos://Bad_Name-1/p/"), "error: bucket 'Bad_Name-1': "),
-        ((folder, url, "--secret-key", "wrong"), "error: admin calls need 'Authorization: Bearer <SecretKey>'\n"),
+    forced = seed_cli(emulator.endpoint, folder, url, "--force", "--secret-key-file", str(emulator.state_dir /
+                                                                                       "secret_key"))
+    assert forced.stdout.startswith("seeded 3 files"), forced.stderr
+    wrong = tmp_path / "wrong.key"
+    wrong.write_text("w" * 32)
+    wrong.chmod(0o600)
+    for args, key, error in [
+        ((folder, "s3://b/p/"), emulator.secret_key, "error: 's3://b/p/' is not cos://BUCKET/PREFIX/\n"),
+        ((str(tmp_path / "missing"), url), emulator.secret_key,
+         f"error: folder {tmp_path / 'missing'} does not exist\n"),
+        ((folder, "cos://Bad_Name-1/p/"), emulator.secret_key, "error: bucket 'Bad_Name-1': "),
+        ((folder, url, "--secret-key-file", str(wrong)), None,
+         "error: admin calls need 'Authorization: Bearer <SecretKey>'\n"),
+        ((folder, url), "w" * 32, "error: admin calls need 'Authorization: Bearer <SecretKey>'\n"),
+        ((folder, url), None, f"error: no key for the emulator at {emulator.endpoint}: "),
+        ((folder, url, "--secret-key", emulator.secret_key), None, "error: --secret-key puts the key where every "),
     ]:
-        bad = seed_cli(emulator.endpoint, *args)
+        bad = seed_cli(emulator.endpoint, *args, key=key)
         assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith(error), bad
         assert bad.stderr.count("\n") == 1
-    unreachable = seed_cli("127.0.0.1:1", folder, url)
+    unreachable = seed_cli("127.0.0.1:1", folder, url, key=emulator.secret_key)
     assert unreachable.returncode == 2
     assert unreachable.stderr.startswith("error: cannot reach the emulator at 127.0.0.1:1: ")

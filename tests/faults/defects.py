@@ -38,6 +38,25 @@ DEFECTS: tuple[Defect, ...] = (
         ("tests/unit/state/test_store.py::test_a_new_sqlite_store_and_its_journal_are_readable_by_their_owner_only",),
     ),
     Defect(
+        "5", "every emulator took one published SecretKey, also the admin API's bearer: any local user could run code "
+        "as the emulator's user (RunInstances' UserData), read any of its files (admin `seed`, 0600 ones too) and "
+        "every STS key issued (a world-readable state directory); a key given by hand went on the command line",
+        "each emulator has a random key of its own in a 0600 file of a 0700 state directory (or one its operator "
+        "gives by file or environment, never argv); the admin API takes that key only; `seed` reads only under the "
+        "roots given at start; a non-loopback address needs a key given on purpose",
+        (
+            "tests/emulator/test_shared_host.py::test_a_random_key_per_emulator_in_a_0600_file_of_a_0700_state_directory",
+            "tests/emulator/test_shared_host.py::test_a_wrong_key_cannot_use_the_admin_api",
+            "tests/emulator/test_shared_host.py::test_the_key_is_on_no_command_line_given_by_environment_or_by_file",
+            "tests/emulator/test_shared_host.py::test_a_key_on_the_command_line_or_in_a_file_others_can_read_is_refused",
+            "tests/emulator/test_shared_host.py::"
+            "test_the_default_bind_is_loopback_and_another_address_needs_a_key_given_on_purpose",
+            "tests/emulator/test_shared_host.py::test_seeding_outside_the_roots_given_at_start_is_refused_and_reads_nothing",
+            "tests/unit/test_embedded.py::"
+            "test_its_key_is_its_own_private_and_off_every_command_line_and_it_seeds_only_under_home_or_cwd",
+        ),
+    ),
+    Defect(
         "3", "`cvmjob gc` took a resource its store did not know but tagged with the same `$USER@hostname` for an "
         "orphan: from a second `CVMJOB_HOME`, a CI runner or a host of the same name it terminated live instances "
         "and deleted other jobs' images; `died_here` took another home's live controller for dead the same way; and "
@@ -58,6 +77,30 @@ DEFECTS: tuple[Defect, ...] = (
 
 # Sections of prose docs/reliability.md carries after the defects: (heading, markdown text).
 NOTES: tuple[tuple[str, str], ...] = (
+    (
+        "What the emulator protects on a shared host",
+        "The emulator is a test cloud for one user, not a sandbox. Its instances are processes of the emulator's "
+        "user: whoever holds its SecretKey can run any code as that user (RunInstances with a UserData), and through "
+        "the admin API rewind its clock, reclaim its instances and seed its buckets. That is why the key is private "
+        "to that user, and what it guarantees is that nobody else on the host gets it:\n\n"
+        "- Each emulator has a random key of its own, made at its first start in `STATE_DIR/secret_key` (0600) and "
+        "kept across restarts; there is no public default. An operator may give one by `--secret-key-file` (refused "
+        "if others can read the file) or `TENCENTCLOUD_EMULATOR_SECRET_KEY`; never by argument, since every user "
+        "reads a process's command line (`ps`), and `--secret-key` is refused with the way to do it instead.\n"
+        "- The state directory is 0700: it holds the key, every STS key issued (`state.json`), the instances' disks "
+        "and the COS objects.\n"
+        "- The admin API takes that key and nothing else (no temporary key, no empty bearer): an instance, which "
+        "holds only STS keys scoped to its job, cannot reach it.\n"
+        "- `seed` reads only folders under the roots the emulator was told at start (`--seed-root`; default the "
+        "directory `serve` runs in; the embedded emulator: the user's home and the directory of the command that "
+        "started it), links resolved; any other folder is refused, before anything is read or created.\n"
+        "- It listens on 127.0.0.1; another address needs a key given on purpose.\n\n"
+        "What it does not protect: instances are not isolated from the emulator's user, so training code run on the "
+        "emulator can read that user's files, the key file included (run only code you would run yourself); any "
+        "local process can connect to the loopback port (it still needs the key); the key file is as safe as the "
+        "user's account (root, or anyone who can become that user, reads it); and a link swapped into a seed "
+        "folder between the check and the read is not caught.",
+    ),
     (
         "What `cvmjob gc` collects",
         "Instances and images tagged `cvmjob:job`, judged by their job. A job of this store: once it is terminal. "

@@ -453,7 +453,7 @@ class Pool:
         self.started_at = time.monotonic()
         for index in range(min(lanes, len(wanted))):
             secret = "fault" + secrets.token_hex(16)
-            server = start_emulator(root / f"lane{index}" / "state", "--secret-key", secret)
+            server = start_emulator(root / f"lane{index}" / "state", secret_key=secret)
             server.secret_key, server.secret_id = secret, DEFAULT_SECRET_ID
             self._lanes.append(Lane(server))
         for lane in self._lanes:

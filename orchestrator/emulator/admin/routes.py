@@ -3,7 +3,9 @@ stock, the call log, the ledger and the balance, seeding example data into COS, 
 AssumeRoleWithWebIdentity, and settings (the load-test switch
 ``PUT settings {"run_user_data": false}``: instances boot without running any process). Callers prove they own the
 account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim
-itself or rewind the clock). The state file is written after every call that is not a GET."""
+itself or rewind the clock). That key is private to the emulator's user (keys.py): whoever holds it runs code as
+that user, through RunInstances as through these routes. The state file is written after every call that is not a
+GET."""
 
 from __future__ import annotations
 
@@ -145,14 +147,14 @@ def _text(body: Body, name: str, default: str | None = None) -> str:
 
 async def _seed(cloud: Cloud, body: Body, request: web.Request) -> Any:
     """{"bucket": "name-<appid>", "prefix": "p/", "folder": "/abs/path", "only_if_empty": true,
-    "region": "ap-guangzhou"}: see cos/seed.py."""
+    "region": "ap-guangzhou"}: see cos/seed.py; the folder must be under a root the emulator was given at start."""
     only_if_empty = body.get("only_if_empty", True)
     if not isinstance(only_if_empty, bool):
         raise SeedError("'only_if_empty' must be true or false")
     return await seed(
         cloud.cos.store, cloud.config.appid, cloud.clock.now,
         bucket=_text(body, "bucket"), region=_text(body, "region", DEFAULT_REGION), prefix=_text(body, "prefix", ""),
-        folder=Path(_text(body, "folder")), only_if_empty=only_if_empty,
+        folder=Path(_text(body, "folder")), only_if_empty=only_if_empty, roots=cloud.config.seed_roots,
     )
 
 
@@ -218,7 +220,7 @@ ROUTES: dict[tuple[str, str], Route] = {
 
 async def handle(request: web.Request, cloud: Cloud) -> web.StreamResponse:
     token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(token.encode(), cloud.config.secret_key.encode()):
+    if not token or not hmac.compare_digest(token.encode(), cloud.config.secret_key.encode()):
         return _json({"error": "admin calls need 'Authorization: Bearer <SecretKey>'"}, 403)
     route = ROUTES.get((request.method, request.path[len(PREFIX) :].strip("/")))
     if route is None:
