@@ -16,7 +16,7 @@ from typing import Any, Literal
 from . import embedded
 from .emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
-from .providers.tencent import CredentialSource, StaticCredential, TencentSdk
+from .providers.tencent import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
 from .providers.tencent.credentials import find_user_credential, looked_for
 
 
@@ -130,10 +130,13 @@ def connect(target: Target) -> TencentSdk:
         credential = StaticCredential(DEFAULT_SECRET_ID, embedded.secret_key())
     elif found is not None:
         credential = found.credential
-    else:
-        raise TargetError(
-            f"no keys for the emulator at {target.endpoint}: set TENCENTCLOUD_SECRET_ID and "
-            "TENCENTCLOUD_SECRET_KEY to its keys (its SecretKey is in the file `secret_key` of its --state-dir, "
-            "unless it was started with one of yours)"
-        )
+    else:  # said at the first call, not here: driving an ended job again needs no cloud, nor keys
+        credential = RefreshingCredential(lambda: _no_keys(target.endpoint), lazy=True)
     return TencentSdk(credential, target.region, target.endpoint, target.appid)
+
+
+def _no_keys(endpoint: str | None) -> tuple[StaticCredential, float]:
+    raise TargetError(
+        f"no keys for the emulator at {endpoint}: set TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY to its "
+        "keys (its SecretKey is in the file `secret_key` of its --state-dir, unless it was started with yours)"
+    )
