@@ -26,6 +26,7 @@ from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .home import state_db, store_url
 from .lifecycle.configure import settings_for
 from .lifecycle.machine import JobState
+from .lifecycle.observe import read_node_doc
 from .lifecycle.settings import Settings, settings_to_json
 from .plan.models import Plan
 from .plan.planner import Facts, PlanError, PublicImage, make_plan
@@ -338,13 +339,13 @@ def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> Agent
     try:
         beats = _statuses(store, layout, job.attempt, range(Plan.model_validate(job.plan).nnodes) if every_node
                           else (node,))
-        result = store.get_json(layout.result(job.attempt, node))
+        result = read_node_doc(store, layout.result(job.attempt, node), Result, job.attempt, node, None)
         manifest = store.get_json(layout.checkpoints_prefix + "manifest.json")
     except CloudError:
         return AgentView(None, None, None)
     return AgentView(
         beats.get(node),
-        Result.model_validate(result) if result else None,
+        result if isinstance(result, Result) else None,
         Manifest.model_validate(manifest) if manifest else None,
         beats if every_node else {},
     )
@@ -359,8 +360,10 @@ def heartbeats(job: JobRecord, nodes: Iterable[int], attempt: int | None = None)
 
 
 def _statuses(store: ObjectStore, layout: JobLayout, attempt: int, nodes: Iterable[int]) -> dict[int, Status]:
-    docs = {node: store.get_json(layout.status(attempt, node)) for node in nodes}
-    return {node: Status.model_validate(doc) for node, doc in docs.items() if doc}
+    """The nodes' statuses that are theirs: one that is not (garbage the training wrote, another attempt's) is left
+    out, as one not written yet is. Their instances are not known here: the controller checks those."""
+    docs = {node: read_node_doc(store, layout.status(attempt, node), Status, attempt, node, None) for node in nodes}
+    return {node: doc for node, doc in docs.items() if isinstance(doc, Status)}
 
 
 def log_chunks(job: JobRecord, attempt: int | None = None, node: int = 0, after: str = "") -> Iterator[tuple[str, str]]:

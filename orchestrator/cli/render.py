@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..api import AgentView, PlanReport
@@ -210,7 +211,8 @@ def reused_json(entry: FingerprintEntry) -> dict[str, Any]:
 
 def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> None:
     style = "green" if job.state == JobState.SUCCEEDED else "red" if job.state.is_terminal() else "yellow"
-    console.print(f"[bold]{job.job_id}[/] ({job.name}): [{style}]{job.state.value}[/] — {job.reason}")
+    # A reason may repeat what the training wrote (its result's): text, never markup (a "[/x]" raised MarkupError).
+    console.print(f"[bold]{job.job_id}[/] ({escape(job.name)}): [{style}]{job.state.value}[/] — {escape(job.reason)}")
     table = Table(title="phases", title_justify="left")
     for column in ("state", "entered", "took"):
         table.add_column(column)
@@ -227,7 +229,7 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
                 str(n.node),
                 n.instance_id or "-",
                 f"{n.instance_type} {n.zone} {n.charge_type}",
-                n.state + (f" ({n.end_reason})" if n.end_reason else ""),
+                escape(n.state + (f" ({n.end_reason})" if n.end_reason else "")),
                 money(n.cost_cny),
             )
         console.print(nt)
@@ -317,7 +319,7 @@ class Progress:
         self._gpus = StarvedGpus(console)
 
     def event(self, kind: str, message: str) -> None:
-        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}")
+        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {escape(message)}")
 
     def round(self, job: JobRecord, observation: Observation | None) -> None:
         if observation is None or not observation.nodes:
@@ -363,7 +365,7 @@ def summary(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: 
     if job.image_id:
         console.print(f"  image          {job.image_id}")
     if job.state != JobState.SUCCEEDED:
-        console.print(f"  reason         {job.reason}")
+        console.print(f"  reason         {job.reason}", markup=False)
         if view is not None and view.result is not None and view.result.log_tail:
             console.print("  last log lines:")
             for line in view.result.log_tail.splitlines():

@@ -444,6 +444,7 @@ class Engine:
                 observation = Observation(now=now, cloud_ok=False, cloud_error=str(seen))
             else:
                 observation = observe_agents(job, nodes, seen, executor.state, now, signalled)
+                executor.tell_unread(observation.unread)
             if held.settings.pool is not None:
                 idle = PoolStore(self.store).idle(held.settings.pool, held.plan.reserved_placements())
                 observation = replace(observation, pool_idle=idle)

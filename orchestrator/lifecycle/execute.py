@@ -13,14 +13,12 @@ import hashlib
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from .. import bundle, fingerprint, jobdoc
 from ..bootstrap import user_data
@@ -37,6 +35,8 @@ from ..contract import (
     Result,
     Status,
     TemporaryKeys,
+    Unread,
+    UnreadWhy,
     agent_wheel_key,
     latest_key,
 )
@@ -71,6 +71,7 @@ from .actions import (
     Wait,
 )
 from .machine import JobState
+from .observe import read_node_doc
 
 ACTION_TIMER_MARGIN = 600.0  # the instance's own deadline trails the job's by this much
 CREDENTIAL_SECONDS = 7200  # GetFederationToken maximum for a root account
@@ -133,6 +134,7 @@ class Executor:
     emit: Emit = lambda kind, message: None
     ensured: Ensured = field(default_factory=Ensured)  # shared by the executors of one engine
     _told: str = ""  # the reason of the last Wait told to the user, while it lasts
+    _unread_told: set[tuple[str, UnreadWhy]] = field(default_factory=set)  # agent documents said to be taken absent
 
     @property
     def layout(self) -> JobLayout:
@@ -150,6 +152,15 @@ class Executor:
     @property
     def pool(self) -> str | None:
         return self.spec.billing.pool
+
+    def tell_unread(self, unread: Iterable[Unread]) -> None:
+        """Says in the job's events (and to the user) each agent document that was there but not taken, once for
+        its key and reason: a training that keeps writing garbage there would otherwise add an event every round."""
+        for doc in unread:
+            if (doc.key, doc.why) not in self._unread_told:
+                self.store.note(self.job_id, self.token, "agent", doc.describe(), self.now())
+                self.emit("agent", doc.describe())
+                self._unread_told.add((doc.key, doc.why))
 
     def run(self, action: Action) -> Next:
         """Carry out ``action``, and say whether the round goes on with its next action."""
@@ -592,15 +603,22 @@ class Executor:
         """How long the node's training ran, from its agent's last status (`cvmjob cost` sets the rest of its
         billed time apart); 0 when its agent never reported (it never trained), None when that cannot be read."""
         try:
-            found = retrying(lambda: self.state.get_json(self.layout.status(node.attempt, node.node)))
-            return 0.0 if found is None else Status.model_validate(found).training_seconds
-        except (CloudError, ValidationError):  # COS unreadable, or a status of another layout version
+            found = retrying(lambda: read_node_doc(self.state, self.layout.status(node.attempt, node.node), Status,
+                                                   node.attempt, node.node, node.instance_id))
+        except CloudError:
             return None
+        if isinstance(found, Unread):  # not the node's own status (of another layout version, or garbage)
+            return None
+        return 0.0 if found is None else found.training_seconds
 
     def _RecordSuccess(self, action: RecordSuccess) -> Next:
         job, now = self.job(), self.now()
-        found = retrying(lambda: self.state.get_json(self.layout.result(job.attempt, 0)))
-        metrics = Result.model_validate(found).metrics if found is not None else {}
+        first = next((n for n in self.store.nodes(self.job_id, job.attempt) if n.node == 0), None)
+        found = retrying(lambda: read_node_doc(self.state, self.layout.result(job.attempt, 0), Result, job.attempt,
+                                               0, first.instance_id if first else None))
+        if isinstance(found, Unread):  # rewritten since the round that saw it succeed
+            self.tell_unread([found])
+        metrics = found.metrics if isinstance(found, Result) else {}
         facts = run_facts(replace(job, state=JobState.SUCCEEDED, updated_at=now), self.store.events(self.job_id),
                           metrics, now)
         retrying(lambda: self.state.put_json(latest_key(job.name, facts.ref or ""), facts.model_dump(mode="json")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import Result, Status
+from ..contract import Result, Status, Unread
 from ..providers.tencent.compute import InstanceView
 from ..providers.tencent.images import ImageView
 
@@ -32,5 +32,8 @@ class Observation:
     # False when the agents' documents could not be read (COS unreachable): no conclusion about the agents.
     agents_ok: bool = True
     agents_error: str = ""
+    # The agents' documents that were there but not taken (not JSON, too large, another attempt's...): the nodes'
+    # status or result above is None for them, as if absent. The engine says each once in the job's events.
+    unread: tuple[Unread, ...] = ()
     # Reserved jobs: idle pool members matching the plan's placements (None for other billing modes).
     pool_idle: int | None = None

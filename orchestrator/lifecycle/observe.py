@@ -16,19 +16,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from pydantic import ValidationError
-
-from ..contract import ENDED_PHASES, SILENT_AFTER, JobLayout, Manifest, Result, Status
+from ..contract import (
+    AGENT_DOC_LIMIT,
+    ENDED_PHASES,
+    SILENT_AFTER,
+    JobLayout,
+    Result,
+    Status,
+    Unread,
+    decode_agent_doc,
+    too_large,
+)
 from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.paging import PAGE
-from ..providers.tencent.storage import ObjectStore
+from ..providers.tencent.storage import ObjectStore, ObjectTooLarge
 from ..state.store import JobRecord, NodeRecord
 from ..tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from .machine import JobState
 from .observation import NodeSeen, Observation
 
-_Doc = TypeVar("_Doc", Status, Result, Manifest)
+_NodeDoc = TypeVar("_NodeDoc", Status, Result)
 _AGENT_STATES = (JobState.BOOTING, JobState.RUNNING, JobState.CANCELLING, JobState.RECOVERING)
 # An agent writes result.json after the status that says its attempt ended (agent/attempt.py). A status still in
 # progress and not yet silent (contract.SILENT_AFTER) means there is no result yet to read: reading it anyway was
@@ -112,14 +120,20 @@ def observe_agents(job: JobRecord, nodes: list[NodeRecord], cloud: CloudLook, st
 
     layout = JobLayout(job.job_id)
     agents_ok, agent_error = True, ""
-    seen = []
+    seen: list[NodeSeen] = []
+    unread: list[Unread] = []
     for n, record in sorted(current.items()):
         status = result = None
-        if job.state in _AGENT_STATES:
+        # The instance whose agent may write there: recorded, or found by its tags (not recorded yet). Without one,
+        # no agent of the node can have written anything yet: nothing is read.
+        instance = record.instance_id or (by_node[n].instance_id if n in by_node else None)
+        if job.state in _AGENT_STATES and instance is not None:
             try:
-                status = _load(state, layout.status(job.attempt, n), Status)
+                status = _taken(read_node_doc(state, layout.status(job.attempt, n), Status, job.attempt, n,
+                                              instance), unread)
                 if signalled or status is None or status.phase in ENDED_PHASES or now - status.time > SILENT_AFTER:
-                    result = _load(state, layout.result(job.attempt, n), Result)
+                    result = _taken(read_node_doc(state, layout.result(job.attempt, n), Result, job.attempt, n,
+                                                  instance), unread)
             except CloudError as exc:
                 agents_ok, agent_error = False, str(exc)
         seen.append(NodeSeen(n, record.instance_id, by_node.get(n), status, result))
@@ -131,6 +145,7 @@ def observe_agents(job: JobRecord, nodes: list[NodeRecord], cloud: CloudLook, st
         image=cloud.image,
         agents_ok=agents_ok,
         agents_error=agent_error,
+        unread=tuple(unread),
     )
 
 
@@ -141,11 +156,18 @@ def _node_of(inst: compute.InstanceView, attempt: int) -> int | None:
     return int(node) if node.isdigit() else None
 
 
-def _load(store: ObjectStore, key: str, model: type[_Doc]) -> _Doc | None:
-    data = store.get_json(key)
-    if data is None:
-        return None
+def read_node_doc(state: ObjectStore, key: str, model: type[_NodeDoc], attempt: int, node: int,
+                  instance_id: str | None) -> _NodeDoc | Unread | None:
+    """A node's status or result, taken only when it is the one expected there (contract.decode_agent_doc)."""
     try:
-        return model.model_validate(data)
-    except ValidationError:
-        return None  # a document from another layout version: as good as absent
+        data = state.get_bytes(key, AGENT_DOC_LIMIT)
+    except ObjectTooLarge as exc:
+        return too_large(key, exc.size, AGENT_DOC_LIMIT)
+    return None if data is None else decode_agent_doc(key, data, model, attempt, node, instance_id)
+
+
+def _taken(doc: _NodeDoc | Unread | None, unread: list[Unread]) -> _NodeDoc | None:
+    if isinstance(doc, Unread):
+        unread.append(doc)
+        return None
+    return doc

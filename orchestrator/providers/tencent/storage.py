@@ -138,7 +138,12 @@ class ObjectStore:
     def put_json(self, key: str, value: Any) -> ObjectInfo:
         return self.put_bytes(key, json.dumps(value, sort_keys=True).encode(), "application/json")
 
-    def get_bytes(self, key: str) -> bytes | None:
+    def get_bytes(self, key: str, limit: int | None = None) -> bytes | None:
+        """The object's bytes, None when there is none. ``limit``: an object larger raises ObjectTooLarge, its body
+        read no further than ``limit`` + 1 bytes (not at all when its length says so): what a writer we do not
+        trust put there must not fill the reader's memory."""
+        if limit is not None:
+            return self._get_capped(key, limit)
         try:
             resp = self.sdk.cos_call("get_object", Bucket=self.bucket, Key=key)
         except errors.NotFoundError:
@@ -146,6 +151,27 @@ class ObjectStore:
         data = _read_all(resp["Body"].get_raw_stream())
         expected = resp.get("x-cos-hash-crc64ecma")
         verify(key, int(expected) if expected else None, crc64ecma.update(data))
+        return data
+
+    def _get_capped(self, key: str, limit: int) -> bytes | None:
+        try:
+            with self.sdk.cos_get(self.bucket, key, {}) as (headers, stream):
+                info = info_from_headers(key, headers)
+                if info.size > limit:
+                    raise ObjectTooLarge(key, info.size, limit)  # leaving the block closes the connection
+                chunks, got = [], 0
+                while chunk := read_body(stream, min(MiB, limit + 1 - got)):
+                    chunks.append(chunk)
+                    got += len(chunk)
+                    if got > limit:  # a body longer than its Content-Length said (or a chunked one)
+                        raise ObjectTooLarge(key, None, limit)
+        except errors.NotFoundError:
+            return None
+        data = b"".join(chunks)
+        if info.size and len(data) != info.size:
+            raise errors.TransientError("IncompleteBody", f"cos://{self.bucket}/{key}: got {len(data)} of "
+                                                          f"{info.size} bytes")
+        verify(key, info.crc64, crc64ecma.update(data))
         return data
 
     def get_json(self, key: str) -> Any:
@@ -331,6 +357,15 @@ class ObjectStore:
         return info
 
 
+class ObjectTooLarge(Exception):
+    """An object past the size its reader takes (ObjectStore.get_bytes' ``limit``): not a cloud failure, the object
+    is what is wrong. ``size``: its length when COS said it (None: it said less, and sent more)."""
+
+    def __init__(self, key: str, size: int | None, limit: int) -> None:
+        super().__init__(f"{key}: {size if size is not None else 'more'} bytes, past the {limit} bytes read")
+        self.key, self.size, self.limit = key, size, limit
+
+
 def _read_all(stream: Any) -> bytes:
     chunks = []
     while chunk := read_body(stream, MiB):
@@ -338,5 +373,5 @@ def _read_all(stream: Any) -> bytes:
     return b"".join(chunks)
 
 
-__all__ = ["SMALL_FILE", "ChecksumMismatch", "MiB", "ObjectInfo", "ObjectStore", "Progress", "Sending", "Wanted",
-           "file_crc64"]
+__all__ = ["SMALL_FILE", "ChecksumMismatch", "MiB", "ObjectInfo", "ObjectStore", "ObjectTooLarge", "Progress",
+           "Sending", "Wanted", "file_crc64"]

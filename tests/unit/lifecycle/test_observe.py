@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.contract import SILENT_AFTER, JobLayout, Outcome, Phase, Result, Status
+from orchestrator.contract import AGENT_DOC_LIMIT, SILENT_AFTER, JobLayout, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import Observation
 from orchestrator.lifecycle.observe import look, observe, observe_agents
@@ -207,3 +207,52 @@ def test_a_look_at_many_jobs_takes_the_fewest_calls(job: Job, emulator: Emulator
     assert calls(among=1000) == 3  # twelve jobs by tag value, five a call: fewer calls than ten pages
     if pages < 3:
         assert calls(among=12) == pages  # all of them listed: fewer calls than by value
+
+
+# -- documents the training could have written (issue 27, item 4) ---------------------------------------------
+
+
+def _training(job: Job) -> tuple[JobLayout, str]:
+    """Node 0 of attempt 1 recorded with its instance, the job RUNNING: its agents' documents are read."""
+    instance_id = job.launch_node(1, 0)
+    job.record(1, 0, instance_id)
+    job.store.update(job.job_id, job.token, 102.0, state=JobState.RUNNING.value)
+    return JobLayout(job.job_id), instance_id
+
+
+def _status(instance_id: str, **changes: object) -> bytes:
+    fields: dict[str, object] = dict(attempt=1, node_rank=0, instance_id=instance_id, phase=Phase.TRAINING,
+                                     time=999.0, seq=7, step=42)
+    return Status(**{**fields, **changes}).model_dump_json().encode()
+
+
+@pytest.mark.parametrize("written", ["garbage", "wrong-shape", "other-attempt", "other-instance", "too-large"])
+def test_a_status_that_is_not_the_nodes_is_as_good_as_absent_and_says_why(job: Job, written: str) -> None:
+    layout, instance_id = _training(job)
+    data = {
+        "garbage": b"\x00{ this is not JSON",
+        "wrong-shape": b'{"attempt": [1], "phase": 3}',
+        "other-attempt": _status(instance_id, attempt=2),
+        "other-instance": _status("ins-00000001"),
+        "too-large": _status(instance_id, message="x" * AGENT_DOC_LIMIT),
+    }[written]
+    job.state.put_bytes(layout.status(1, 0), data)
+    observation = job.observe()
+    (node,) = observation.nodes
+    assert node.status is None and observation.agents_ok
+    (unread,) = [u for u in observation.unread if u.key == layout.status(1, 0)]
+    assert unread.describe().startswith(layout.status(1, 0))
+
+
+def test_a_result_of_another_attempt_is_not_taken_for_this_ones(job: Job) -> None:
+    """A result of attempt 7 saying the training failed, where attempt 1's goes: the attempt goes on."""
+    layout, instance_id = _training(job)
+    job.state.put_bytes(layout.status(1, 0), _status(instance_id))
+    foreign = Result(attempt=7, node_rank=0, instance_id=instance_id, outcome=Outcome.TRAINING_FAILED, exit_code=1,
+                     reason="not this attempt's", time=999.0)
+    job.state.put_bytes(layout.result(1, 0), foreign.model_dump_json().encode())
+    look_ = look(job.sdk, [(job.job(), job.store.nodes(job.job_id))])[job.job_id]
+    observation = observe_agents(job.job(), job.store.nodes(job.job_id), look_, job.state, 1000.0, signalled=True)
+    (node,) = observation.nodes
+    assert node.status is not None and node.result is None
+    assert [u.key for u in observation.unread] == [layout.result(1, 0)]
