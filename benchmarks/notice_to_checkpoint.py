@@ -11,8 +11,8 @@ notice (the emulator's admin ``spot/reclaim``, which the metadata service then s
 
 - seen: the node's status document (its heartbeat, written at once on a notice) carries the notice (the agent
   polls the metadata service every 2 s);
-- committed: ``checkpoints/manifest.json`` in COS lists the emergency checkpoint (polled every 0.1 s): its files are
-  uploaded and verified, and a resume would take it.
+- committed: the checkpoint manifest (``checkpoints/manifest/<generation>.json``) in COS lists the emergency
+  checkpoint (polled every 0.1 s): its files are uploaded and verified, and a resume would take it.
 
 Each of ``--reclaims`` jobs is reclaimed once, then cancelled. Beside it, the
 baseline a notice-blind controller leaves (SkyPilot's, which resumes from the last periodic checkpoint): the steps

@@ -111,7 +111,8 @@ def cvmjob_upload(cfg: dict[str, Any]) -> Callable[[], None]:
 
     stores = _cvmjob_stores(cfg)
     uploader = CheckpointUploader(Path(cfg["source"]), stores.bucket(cfg["bucket"]), cfg["prefix"], keep_last=3,
-                                  attempt=0, board=StatusBoard(0, 0, "ins-bench"), keep_local=10)
+                                  attempt=0, board=StatusBoard(0, 0, "ins-bench"), keep_local=10,
+                                  job_id="bench")
 
     def run() -> None:
         uploader.read_manifest()

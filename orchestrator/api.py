@@ -19,8 +19,19 @@ from typing import Any
 
 from . import embedded, fingerprint, funds, jobdoc
 from . import pool as pools
+from .agent.manifest import entries_of, read_manifest
 from .ci.facts import labels_from
-from .contract import Fingerprint, FingerprintEntry, JobLayout, Manifest, Result, Status
+from .contract import (
+    Fingerprint,
+    FingerprintEntry,
+    JobLayout,
+    Location,
+    Manifest,
+    Result,
+    ResumeSource,
+    Status,
+    checkpoints_location,
+)
 from .controller.drive import died_here
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .home import state_db, store_url
@@ -36,7 +47,9 @@ from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .retry import retrying
 from .spec import JobSpec
+from .spec.cos import CosUri
 from .spec.loader import load_job
+from .spec.workload import LATEST_OF
 from .state.store import Event, JobRecord, NodeRecord, PoolStore, Store
 from .tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from .target import Target, connect, reconnect, resolve
@@ -140,12 +153,68 @@ def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:
     return notes
 
 
+def job_checkpoints(job: JobRecord) -> Location:
+    """Where the job's checkpoints and their manifest are (contract.checkpoints_location, from its spec's
+    ``checkpoints.upload_to`` and its plan's state bucket)."""
+    upload_to = (job.spec.get("checkpoints") or {}).get("upload_to")
+    return checkpoints_location(job.job_id, Plan.model_validate(job.plan).state_bucket,
+                                CosUri.parse(upload_to).as_dir() if upload_to else None)
+
+
+def _latest_checkpoint(sdk: TencentSdk, job: JobRecord) -> tuple[Location, int] | None:
+    """The job's checkpoints location and the step of its latest complete checkpoint; None when it has none."""
+    where = job_checkpoints(job)
+    try:
+        manifest = read_manifest(ObjectStore(sdk, where.bucket), where.prefix).manifest
+    except ValueError:  # not a manifest (a training's keys can write there): nothing to start from
+        return None
+    latest = entries_of(manifest, job.job_id)[0].latest()
+    return None if latest is None else (where, latest.step)
+
+
+def _resume_source(spec: JobSpec, sdk: TencentSdk, store: Store) -> tuple[ResumeSource | None, list[str]]:
+    """``checkpoints.resume_from`` resolved against the store: the job to start from and where its checkpoints are,
+    and what the plan says of it. A job named by its id must have a complete checkpoint (else one PlanError:
+    nothing is created); ``latest-of:NAME`` takes the newest job of that name that has one, or none (a fresh
+    start, said). Resolved once, here: every attempt of the job starts from the same source."""
+    wanted, what = spec.checkpoints.resume_from, "checkpoints.resume_from"
+    if wanted is None:
+        return None, []
+    if wanted.startswith(LATEST_OF):
+        name = wanted.removeprefix(LATEST_OF)
+        for job in store.find(name):  # newest first
+            if job.name == name and Target.from_json(job.cloud).region == spec.region and \
+                    (found := _latest_checkpoint(sdk, job)) is not None:
+                return ResumeSource(job_id=job.job_id, checkpoints=found[0]), [
+                    f"{what}: starts from step {found[1]} of {job.job_id} (the newest job named {name} with a "
+                    "checkpoint) until it has a checkpoint of its own"]
+        return None, [f"{what}: no job named {name} in {spec.region} has a complete checkpoint: the job starts fresh"]
+    try:
+        job = find_job(store, wanted)
+    except JobNotFound as exc:
+        raise PlanError([f"{what}: {exc}"]) from exc
+    if not job.job_id.startswith(wanted):  # find_job answers to a name too
+        raise PlanError([f"{what}: no job {wanted!r}: `cvmjob ls` lists them"])
+    region = Target.from_json(job.cloud).region
+    if region != spec.region:
+        raise PlanError([f"{what}: {job.job_id} ran in {region}, and this job's instances in {spec.region} cannot "
+                         f"read its checkpoints. name a job of {spec.region}"])
+    found = _latest_checkpoint(sdk, job)
+    if found is None:
+        where = job_checkpoints(job)
+        raise PlanError([f"{what}: {job.job_id} has no complete checkpoint (cos://{where.bucket}/{where.prefix}). "
+                         "name a job that wrote one, or use latest-of:<job name>"])
+    return ResumeSource(job_id=job.job_id, checkpoints=found[0]), [
+        f"{what}: starts from step {found[1]} of {job.job_id} until it has a checkpoint of its own"]
+
+
 def plan(
     spec_path: Path, overrides: list[str] | None = None, force_emulator: bool = False, name: str | None = None,
-    document: dict[str, Any] | None = None,
+    document: dict[str, Any] | None = None, store: Store | None = None,
 ) -> PlanReport:
     """Everything `cvmjob plan` shows; no side effects (the only write-like call is a DryRun). ``document``: the
-    spec's mapping, already read (a sweep's trial); ``spec_path`` is still where its relative paths start."""
+    spec's mapping, already read (a sweep's trial); ``spec_path`` is still where its relative paths start.
+    ``store``: where ``checkpoints.resume_from`` is looked up (default: this machine's)."""
     overrides = list(overrides or [])
     if name:
         overrides.append(f"name={name}")
@@ -160,6 +229,10 @@ def plan(
     )
     plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS), fallback)
     notes = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
+    if spec.checkpoints.resume_from is not None:
+        jobs = store if store is not None else Store(store_url())
+        plan_.resume_from, said = retrying(lambda: _resume_source(spec, sdk, jobs), attempts=PLAN_ATTEMPTS)
+        notes += said
     if spec.cam_role is None and sdk.credential.get_credential_info()[2]:
         # The agents' short-lived keys come from GetFederationToken, which STS refuses to temporary keys
         # (FailedOperation.TempKeyNotAllowed): the job would be created, then fail at its launch. After the
@@ -340,15 +413,26 @@ def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> Agent
         beats = _statuses(store, layout, job.attempt, range(Plan.model_validate(job.plan).nnodes) if every_node
                           else (node,))
         result = read_node_doc(store, layout.result(job.attempt, node), Result, job.attempt, node, None)
-        manifest = store.get_json(layout.checkpoints_prefix + "manifest.json")
+        manifest = checkpoint_manifest(job, store)
     except CloudError:
         return AgentView(None, None, None)
     return AgentView(
         beats.get(node),
         result if isinstance(result, Result) else None,
-        Manifest.model_validate(manifest) if manifest else None,
+        manifest,
         beats if every_node else {},
     )
+
+
+def checkpoint_manifest(job: JobRecord, state: ObjectStore) -> Manifest | None:
+    """The job's checkpoint manifest where its agents commit it (agent/manifest.py reads it for both); None while
+    there is none, or when what is there is not a manifest (the training's keys can write there too)."""
+    where = job_checkpoints(job)
+    try:
+        read = read_manifest(ObjectStore(state.sdk, where.bucket), where.prefix)
+    except ValueError:
+        return None
+    return read.manifest if read.generation or read.manifest.checkpoints else None
 
 
 def heartbeats(job: JobRecord, nodes: Iterable[int], attempt: int | None = None) -> dict[int, Status]:

@@ -5,8 +5,13 @@ The controller and the agent never talk directly (design.md §2). Each object ha
   ``attempts/<n>/control.json``; and, beside the jobs' folders, the agent wheel the jobs of a bucket share
   (``_agent/<sha256>/<wheel>``: a sweep of a thousand trials uploads it once);
 - agent: ``attempts/<n>/nodes/<k>/{status.json, result.json, logs/<seq>.log}``, ``attempts/<n>/rendezvous.json``
-  (node 0), ``checkpoints/<name>/*`` and ``checkpoints/manifest.json`` (node 0, written last: only what the
-  manifest lists is a complete checkpoint), ``outputs/*``.
+  (node 0), ``checkpoints/<name>/*`` and ``checkpoints/manifest/<generation>.json`` (node 0, written last: only
+  what the manifest lists is a complete checkpoint), ``outputs/*``.
+
+A job's checkpoints live at ``checkpoints_location``: its own ``checkpoints/`` prefix, or ``<upload_to><job id>/``
+(jobs sharing an ``upload_to`` never share a manifest). Each manifest generation is written create-only, so two
+writers of one manifest (a stale agent of an earlier attempt and the current one) cannot lose each other's entries
+(agent/manifest.py); ``checkpoints/manifest.json`` is what agents of an earlier release wrote, still read.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import re
 import signal
 from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -129,6 +134,34 @@ class Location(_Model):
     prefix: str
 
 
+class CosPlace(Protocol):
+    """A bucket and a key prefix (a Location, a spec's CosUri)."""
+
+    @property
+    def bucket(self) -> str: ...
+
+    @property
+    def prefix(self) -> str: ...
+
+
+def checkpoints_location(job_id: str, state_bucket: str, upload_to: CosPlace | None) -> Location:
+    """Where a job's checkpoints and their manifest live: ``<upload_to><job id>/`` when the spec sets
+    ``checkpoints.upload_to`` (one prefix per job, however many jobs name the same place), else the job's own
+    ``checkpoints/`` in the state bucket. The executor (the agent's config), `cvmjob status` and the resolution of
+    ``checkpoints.resume_from`` all ask here."""
+    if upload_to is None:
+        return Location(bucket=state_bucket, prefix=JobLayout(job_id).checkpoints_prefix)
+    return Location(bucket=upload_to.bucket, prefix=f"{upload_to.prefix}{job_id}/")
+
+
+class ResumeSource(_Model):
+    """``checkpoints.resume_from`` as resolved when the job was planned: the job whose latest complete checkpoint
+    an attempt starts from while its own job has none yet."""
+
+    job_id: str
+    checkpoints: Location  # that job's checkpoints_location
+
+
 class CosAccess(_Model):
     """How the agent reaches COS. ``endpoint`` is None on Tencent Cloud, ``host:port`` on the emulator."""
 
@@ -166,6 +199,9 @@ class AgentConfig(_Model):
     state: Location  # the job prefix in the state bucket
     checkpoints: Location
     outputs: Location
+    # Another job's checkpoints to start from while this job has none of its own (checkpoints.resume_from);
+    # the keys below may read there.
+    resume_from: ResumeSource | None = None
     cos: CosAccess
     keys: TemporaryKeys | None = None
     credentials_url: str | None = None  # presigned GET of credentials.json (new keys when these expire)
@@ -358,15 +394,19 @@ class CheckpointEntry(_Model):
     step: int
     # A checkpoint is a directory (files: paths inside it) or one file (files: {name: crc}), restored as it was.
     kind: Literal["directory", "file"] = "directory"
-    files: dict[str, int]  # relative path -> CRC64; objects are at checkpoints/<name>/<path>
+    files: dict[str, int]  # relative path -> CRC64; objects are at <checkpoints location><name>/<path>
     size: int
     attempt: int
     time: float
     emergency: bool = False
+    # The job whose agent wrote it: an agent restores only its own job's checkpoints or those of the job it was
+    # told to resume from. None: written by an agent of an earlier release (at its own job's location).
+    job: str | None = None
 
 
 class Manifest(_Model):
-    """``checkpoints/manifest.json``: the complete checkpoints, oldest first; written after their files."""
+    """``manifest/<generation>.json`` at a job's checkpoints_location: the complete checkpoints, oldest first;
+    written after their files."""
 
     layout_version: int = LAYOUT_VERSION
     checkpoints: list[CheckpointEntry] = Field(default_factory=list)

@@ -1,7 +1,8 @@
 """One attempt on one node, start to finish: the phases, the background threads, and the result.
 
 Phases: setup (workdir archive, setup commands) -> preflight -> data sync -> restore (upload checkpoints a
-previous run of this agent left behind, then fetch the manifest's latest) -> training (torchrun, supervised) ->
+previous run of this agent left behind, then fetch the manifest's latest of this job, or, while it has none, of
+the job checkpoints.resume_from names) -> training (torchrun, supervised) ->
 uploading (checkpoints, outputs). Any phase can end the attempt (AttemptEnded) with its outcome; a cancel or a
 spot notice ends it between phases, or gracefully during training. Meanwhile four threads run: the heartbeat,
 the log shipper, the control watcher and the spot watcher.
@@ -32,13 +33,14 @@ from .errors import AgentTerminated, AttemptEnded
 from .heartbeat import Heartbeat
 from .launch import CommandError, Topology, shell_line, training_env
 from .logship import LogShipper
+from .manifest import read_manifest
 from .metadata import Metadata
 from .outputs import upload_outputs
 from .paths import NodePaths
 from .periodic import Periodic
 from .preflight import run_preflight
 from .processes import Launched, kill_recorded
-from .restore import restore_latest
+from .restore import restorable, restore_latest
 from .result import log_tail, publish, upload_saved
 from .retry import retrying
 from .seal import seal_for_image
@@ -201,7 +203,7 @@ class Attempt:
         self.board.set_phase(Phase.RESTORING)
         uploader = CheckpointUploader(folders.checkpoints, self.stores.bucket(self.cfg.checkpoints.bucket),
                                       self.cfg.checkpoints.prefix, spec.checkpoints.keep_last, self.cfg.attempt,
-                                      self.board)
+                                      self.board, job_id=self.cfg.job_id)
         resume = self._restore(uploader)
         self.stop.check()
 
@@ -210,18 +212,27 @@ class Attempt:
         return self._after_training(end, uploader, folders)
 
     def _restore(self, uploader: CheckpointUploader) -> Path | None:
+        source = self.cfg.resume_from
         try:
             uploader.read_manifest()
             # Checkpoints a previous run of this agent wrote but did not upload are newer than the manifest's.
             uploader.drain(time.monotonic() + AFTER_TRAINING_UPLOAD_SECONDS)
-            manifest = uploader.read_manifest()
-            resume = restore_latest(manifest, uploader.store, uploader.prefix, uploader.directory)
+            manifest = restorable(uploader.read_manifest(), self.cfg.job_id, uploader.prefix)
+            store, prefix, own = uploader.store, uploader.prefix, True
+            if manifest.latest() is None and source is not None:  # the job's own progress always wins
+                store, prefix, own = self.stores.bucket(source.checkpoints.bucket), source.checkpoints.prefix, False
+                theirs = retrying(f"read the checkpoint manifest of {source.job_id}",
+                                  lambda: read_manifest(store, prefix)).manifest
+                manifest = restorable(theirs, source.job_id, prefix)
+                log.info("no checkpoint of this job yet: starting from %s's latest (checkpoints.resume_from)",
+                         source.job_id)
+            resume = restore_latest(manifest, store, prefix, uploader.directory)
         except (CloudError, ValueError, OSError) as exc:
             raise AttemptEnded(Outcome.SYNC_FAILED, f"restoring the latest checkpoint failed: {exc}") from exc
         if resume is not None:
-            uploader.protected = resume.name
+            uploader.resumed_from(resume.name, own)
             entry = manifest.latest()
-            self.board.set_checkpoints(0, entry.step if entry else None)
+            self.board.set_checkpoints(0, entry.step if entry and own else None)
         return resume
 
     def _topology(self, spec: JobSpec) -> Topology:

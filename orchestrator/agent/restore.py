@@ -1,6 +1,8 @@
 """Restore: the manifest's latest checkpoint, downloaded into the checkpoint folder and verified against the
 CRC-64 the manifest recorded. A copy already in place (a restarted agent on the same disk) is verified and used
-as it is. The training finds it through CVMJOB_RESUME_FROM."""
+as it is. The training finds it through CVMJOB_RESUME_FROM. Only a checkpoint of the job the manifest's location
+belongs to is ever restored (``restorable``): the agent's own job's, or the job ``checkpoints.resume_from`` names
+while its own job has none."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from orchestrator.contract import CheckpointEntry, Manifest
 from orchestrator.providers.tencent.storage import ChecksumMismatch, ObjectStore, file_crc64
 
+from .manifest import entries_of
 from .paths import stays_inside
 from .retry import retrying
 
@@ -30,6 +33,14 @@ def _layout(entry: CheckpointEntry, root: Path) -> dict[str, Path]:
 
 def _intact(entry: CheckpointEntry, root: Path) -> bool:
     return all(path.is_file() and file_crc64(path) == entry.files[rel] for rel, path in _layout(entry, root).items())
+
+
+def restorable(manifest: Manifest, job_id: str, where: str) -> Manifest:
+    """The entries of the manifest at ``where`` that ``job_id`` wrote; any other is ignored, and said."""
+    mine, others = entries_of(manifest, job_id)
+    for entry in others:
+        log.warning("checkpoint %s at %s was written by job %s, not %s: ignored", entry.name, where, entry.job, job_id)
+    return mine
 
 
 def restore_latest(manifest: Manifest, store: ObjectStore, prefix: str, directory: Path) -> Path | None:

@@ -1,7 +1,8 @@
 """Uploads the complete checkpoints that appear in $CVMJOB_CHECKPOINT_DIR, newest first, then commits them.
 
-For each: its files go to ``checkpoints/<name>/<path>`` (each verified by CRC-64), then the manifest is
-rewritten with the new entry and trimmed to ``keep_last``; objects of dropped entries are deleted afterwards.
+For each: its files go to ``<checkpoints>/<name>/<path>`` (each verified by CRC-64), then the manifest is
+committed with the new entry (marked with this job's id) and trimmed to ``keep_last`` (manifest.commit: a writer
+racing with this one loses nothing); objects of dropped entries are deleted afterwards.
 Newest first means an emergency checkpoint (the newest by construction) jumps the queue, and older pending
 ones that ``keep_last`` would drop anyway are never uploaded. Locally the newest ``keep_local`` uploaded
 checkpoints stay (and the one the training resumed from, which torchrun restarts read again); older ones go.
@@ -22,7 +23,7 @@ from orchestrator.contract import CheckpointEntry, Manifest
 from orchestrator.providers.tencent.errors import CloudError
 from orchestrator.providers.tencent.storage import ObjectStore
 
-from .manifest import MANIFEST, LocalCheckpoint, scan, with_entry, would_be_dropped
+from .manifest import LocalCheckpoint, commit, read_manifest, scan, with_entry, would_be_dropped
 from .retry import retrying
 from .status import StatusBoard
 from .uploads import upload_files
@@ -34,11 +35,11 @@ _PARALLEL_FILES = 4
 
 class CheckpointUploader:
     def __init__(self, directory: Path, store: ObjectStore, prefix: str, keep_last: int, attempt: int,
-                 board: StatusBoard, keep_local: int = 2) -> None:
+                 board: StatusBoard, *, job_id: str, keep_local: int = 2) -> None:
         self.directory = directory
         self.store = store
         self.prefix = prefix
-        self.manifest_key = prefix + MANIFEST
+        self.job_id = job_id  # written into each entry: whose checkpoint it is
         self.keep_last = keep_last
         self.attempt = attempt
         self.board = board
@@ -53,10 +54,16 @@ class CheckpointUploader:
         self.uploaded = 0
 
     def read_manifest(self) -> Manifest:
-        doc = retrying("read the checkpoint manifest", lambda: self.store.get_json(self.manifest_key))
-        manifest = Manifest() if doc is None else Manifest.model_validate(doc)
+        manifest = retrying("read the checkpoint manifest", lambda: read_manifest(self.store, self.prefix)).manifest
         self._in_cos.update(c.name for c in manifest.checkpoints)
         return manifest
+
+    def resumed_from(self, name: str, own: bool) -> None:
+        """The training starts from checkpoint ``name``: kept here (torchrun's restarts read it again). Another
+        job's (checkpoints.resume_from) is never uploaded as this job's: its first own checkpoint is what counts."""
+        self.protected = name
+        if not own:
+            self._skipped.add(name)
 
     def request_emergency(self) -> None:
         """Checkpoints that appear from now on answer a checkpoint request (flagged ``emergency``)."""
@@ -97,9 +104,8 @@ class CheckpointUploader:
             self._skipped.add(newest.name)
             return True
         entry = self._upload(newest)
-        manifest, dropped = with_entry(manifest, entry, self.keep_last)
-        retrying("write the checkpoint manifest",
-                 lambda: self.store.put_json(self.manifest_key, manifest.model_dump(mode="json")))
+        manifest, dropped = retrying("commit the checkpoint manifest", lambda: commit(
+            self.store, self.prefix, lambda current: with_entry(current, entry, self.keep_last)))
         self._in_cos.add(entry.name)
         self.uploaded += 1
         latest = manifest.latest()
@@ -128,6 +134,7 @@ class CheckpointUploader:
             files={rel: info.crc64 for rel, info in infos.items() if info.crc64 is not None},
             size=sum(info.size for info in infos.values()),
             attempt=self.attempt,
+            job=self.job_id,
             time=time.time(),
             emergency=since is not None and self._first_seen[checkpoint.name] >= since,
         )

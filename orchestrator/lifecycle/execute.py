@@ -38,6 +38,7 @@ from ..contract import (
     Unread,
     UnreadWhy,
     agent_wheel_key,
+    checkpoints_location,
     latest_key,
 )
 from ..home import cvmjob_home
@@ -275,13 +276,8 @@ class Executor:
     def _locations(self) -> tuple[Location, Location, Location]:
         layout = self.layout
         state = Location(bucket=self.state.bucket, prefix=layout.prefix)
-        ck = self.spec.checkpoints.upload_to
         out = self.spec.outputs.upload_to
-        checkpoints = (
-            Location(bucket=ck.bucket, prefix=ck.prefix)
-            if ck
-            else Location(bucket=self.state.bucket, prefix=layout.checkpoints_prefix)
-        )
+        checkpoints = checkpoints_location(self.job_id, self.state.bucket, self.spec.checkpoints.upload_to)
         outputs = (
             Location(bucket=out.bucket, prefix=out.prefix)
             if out
@@ -293,6 +289,9 @@ class Executor:
         state, checkpoints, outputs = self._locations()
         grants = [sts.Grant(loc.bucket, loc.prefix, write=True) for loc in (state, checkpoints, outputs)]
         grants += [sts.Grant(d.source.bucket, d.source.prefix, write=False) for d in self.spec.data]
+        source = self.plan.resume_from
+        if source is not None:  # another job's checkpoints to start from: read, never written
+            grants.append(sts.Grant(source.checkpoints.bucket, source.checkpoints.prefix, write=False))
         grants.append(sts.Grant(self.state.bucket, self.layout.signals_prefix, write=True))
         name = f"cvmjob{self.job_id.replace('-', '')}"[:32]
         creds = retrying(lambda: sts.federation_token(self.sdk, name, self.target.appid, grants, CREDENTIAL_SECONDS))
@@ -318,6 +317,11 @@ class Executor:
         role = self.spec.cam_role
         keys = None if role else self._write_credentials(attempt)
         state, checkpoints, outputs = self._locations()
+        wanted = self.spec.checkpoints.resume_from
+        if attempt == 1 and wanted is not None and self.plan.resume_from is None:  # latest-of: found no job then
+            said = f"checkpoints.resume_from {wanted}: no such job had a complete checkpoint at plan time; starts fresh"
+            self.store.note(self.job_id, self.token, "checkpoints", said, self.now())
+            self.emit("checkpoints", said)
         layout = self.layout
         credentials_url = (
             None if role else self.state.presigned_get_url(layout.credentials(attempt), self._presign_seconds(job))
@@ -332,6 +336,7 @@ class Executor:
                 state=state,
                 checkpoints=checkpoints,
                 outputs=outputs,
+                resume_from=self.plan.resume_from,
                 cos=CosAccess(
                     region=self.target.region,
                     endpoint=self.target.endpoint,

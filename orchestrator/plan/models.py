@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..contract import ResumeSource
 from ..providers.tencent.vocabulary import ChargeType
 from .sizing import MemoryEstimate
 
@@ -56,6 +57,7 @@ class Plan(BaseModel):
     state_bucket: str = ""
     warnings: list[str] = Field(default_factory=list)
     gpu_memory: MemoryEstimate | None = None  # what each GPU must hold, from instance.need.model
+    resume_from: ResumeSource | None = None  # checkpoints.resume_from, resolved at plan time (api.plan)
 
     @property
     def primary(self) -> Placement:

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, WithJson
 from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.cos import CosDir
 from orchestrator.spec.durations import DAY, Duration, within
-from orchestrator.spec.fields import Command, EnvValue, InstancePath
+from orchestrator.spec.fields import Command, EnvValue, InstancePath, Matches
 
 
 class DataSource(SpecModel):
@@ -81,6 +81,14 @@ class TrainSpec(SpecModel):
         return self
 
 
+# checkpoints.resume_from: a job id (or a unique prefix of one: job-<hex>), or the newest job of a name.
+LATEST_OF = "latest-of:"
+_JOB_NAME = r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?"  # JobName's form (fields.py), unanchored
+ResumeFrom = Annotated[str, Matches(rf"^(?:job-[0-9a-f]{{1,8}}|{LATEST_OF}{_JOB_NAME})$",
+                                    "a job id (or a unique prefix of one), or latest-of:<job name>",
+                                    "latest-of:quickstart")]
+
+
 class CheckpointSpec(SpecModel):
     """Checkpoints: the script writes them, the agent uploads each complete one to COS."""
 
@@ -92,6 +100,10 @@ class CheckpointSpec(SpecModel):
     """Complete checkpoints kept in COS; older ones are deleted."""
     interval_steps: StrictInt | None = Field(None, ge=1)
     """A hint for the script: checkpoint every this many steps (passed as CVMJOB_CHECKPOINT_INTERVAL)."""
+    resume_from: ResumeFrom | None = Field(None, examples=["job-1a2b3c4d", "latest-of:quickstart"])
+    """Start from another job's latest complete checkpoint while this job has none of its own: a job id (or a
+    unique prefix), or ``latest-of:<name>`` (the newest job of that name with one; none: a fresh start). Unset: a
+    job resumes only its own checkpoints."""
 
 
 class OutputSpec(SpecModel):

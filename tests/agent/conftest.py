@@ -17,6 +17,7 @@ import pytest
 import yaml
 from tencentcloud.cvm.v20170312 import cvm_client
 
+from orchestrator.agent.manifest import read_manifest
 from orchestrator.contract import AgentConfig, CosAccess, JobLayout, Location, Manifest, Result, TemporaryKeys
 from orchestrator.providers.tencent import StaticCredential, TencentSdk
 from orchestrator.providers.tencent.storage import ObjectStore
@@ -145,7 +146,7 @@ class AgentJob:
         return Result.model_validate(self.state.get_json(self.layout.result(attempt, node)))
 
     def manifest(self) -> Manifest:
-        return Manifest.model_validate(self.state.get_json(self.layout.checkpoints_prefix + "manifest.json"))
+        return read_manifest(self.state, self.layout.checkpoints_prefix).manifest
 
     def log(self, attempt: int, node: int = 0) -> str:
         chunks = sorted(o.key for o in self.state.iter_objects(self.layout.logs_prefix(attempt, node)))

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.agent.manifest import read_manifest
 from orchestrator.contract import JobLayout
+from orchestrator.providers.tencent import StaticCredential, TencentSdk
+from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from tests.agent.conftest import LIGHT, PACED
 from tests.emulator.conftest import make_cos
@@ -86,6 +89,8 @@ class JobWatch:
 
     def __post_init__(self) -> None:
         self._cos = make_cos(self.emulator)
+        self._state = ObjectStore(TencentSdk(StaticCredential(self.emulator.secret_id, self.emulator.secret_key),
+                                             "ap-guangzhou", self.emulator.endpoint, self.emulator.appid), STATE_BUCKET)
 
     def instances(self) -> list[dict[str, Any]]:
         """The job's instances that are not gone (the admin API drops the tags of gone ones)."""
@@ -141,8 +146,8 @@ class JobWatch:
 
     def manifest(self) -> list[dict[str, Any]]:
         """The complete checkpoints the manifest lists, as it has them (none before the first)."""
-        doc = self._document(JobLayout(self.job_id).checkpoints_prefix + "manifest.json")
-        return list(doc["checkpoints"]) if doc else []
+        manifest = read_manifest(self._state, JobLayout(self.job_id).checkpoints_prefix).manifest
+        return [c.model_dump(mode="json") for c in manifest.checkpoints]
 
     def manifest_steps(self) -> list[int]:
         """Steps of the complete checkpoints the manifest lists (the newest last)."""

@@ -99,6 +99,22 @@ DEFECTS: tuple[Defect, ...] = (
             "tests/unit/lifecycle/test_observe.py::test_a_status_that_is_not_the_nodes_is_as_good_as_absent_and_says_why",
         ),
     ),
+    Defect(
+        "1", "jobs whose specs named the same `checkpoints.upload_to` restored each other's checkpoints (the second "
+        "run of a spec started from the first's last step and trained nothing), and the manifest was rewritten with no "
+        "condition, so two writers could lose each other's entries",
+        "a job's checkpoints live under `<upload_to><job id>/`, each entry names its job and an agent restores "
+        "only its own job's (or, while it has none, those of the job `checkpoints.resume_from` names, resolved at "
+        "plan); the manifest is committed as create-only generations, so racing writers both keep their entries",
+        (
+            "tests/faults/test_checkpoints.py::test_checkpoints",
+            "tests/unit/agent/test_manifest_race.py::test_two_writers_racing_on_the_manifest_both_keep_their_entries",
+            "tests/emulator/test_cos_forbid_overwrite.py::"
+            "test_put_object_forbidden_to_overwrite_leaves_the_object_as_it_was",
+            "tests/emulator/test_cos_forbid_overwrite.py::"
+            "test_complete_multipart_forbidden_to_overwrite_leaves_the_object_as_it_was",
+        ),
+    ),
 )
 
 # Sections of prose docs/reliability.md carries after the defects: (heading, markdown text).

@@ -27,9 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api import checkpoint_manifest
 from orchestrator.contract import JobLayout, Manifest
 from orchestrator.emulator.client import AdminClient
 from orchestrator.emulator.config import DEFAULT_SECRET_ID
+from orchestrator.providers.tencent import StaticCredential, TencentSdk
+from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.state.store import JobRecord, Store
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
 from tests.postgres import fresh_database
@@ -322,9 +325,15 @@ class World:
                 return keys
             marker = page["NextMarker"]
 
+    def state(self, bucket: str = STATE_BUCKET) -> ObjectStore:
+        """The bucket as the product reads it."""
+        sdk = TencentSdk(StaticCredential(self.emulator.secret_id, self.emulator.secret_key), REGION,
+                         self.emulator.endpoint, self.emulator.appid)
+        return ObjectStore(sdk, bucket)
+
     def manifest(self, job_id: str) -> Manifest | None:
-        data = self.get_object(JobLayout(job_id).checkpoints_prefix + "manifest.json")
-        return Manifest.model_validate_json(data) if data else None
+        """The job's checkpoint manifest, read where and as `cvmjob status` reads it."""
+        return checkpoint_manifest(self.job(job_id), self.state())
 
     def log_text(self, job_id: str, attempt: int, node: int = 0) -> str:
         chunks = sorted(self.keys(JobLayout(job_id).logs_prefix(attempt, node)))

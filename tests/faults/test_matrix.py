@@ -266,7 +266,7 @@ def cos_faults_upload(w: World) -> None:
     prefix = f"cvmjob/{job_id}/checkpoints/"
     w.inject_cos("reset_body", operation="UploadPart", key_prefix=prefix, after_bytes=1_000_000, count=2)
     w.inject_cos("error", operation="UploadPart", key_prefix=prefix, status=503, count=2)
-    w.inject_cos("error", operation="PutObject", key_prefix=prefix + "manifest.json", status=503, count=2)
+    w.inject_cos("error", operation="PutObject", key_prefix=prefix + "manifest/", status=503, count=2)
     w.inject_cos("slow_body", operation="UploadPart", key_prefix=prefix, bytes_per_second=8_000_000, count=1)
     successful(w, job_id, w.resume(job_id))
 

@@ -112,6 +112,8 @@ _EXPIRED_PREFIXES = ("ExpiredToken",)  # COS: a temporary key's token past its e
 # makes a RefreshingCredential fetch new keys.
 _UNKNOWN_KEY_CODE = "InvalidAccessKeyId"
 _USER_AGENT = f"cos-python-sdk-v{_cos_sdk_version}"  # what the SDK sends: COS sees one client either way
+# COS's answer to a create-only PUT (x-cos-forbid-overwrite: true) on a key that exists (doc 436/7749).
+_EXISTS_PREFIXES = ("FileAlreadyExists",)
 _STATE_PREFIXES = (
     "UnsupportedOperation.InstanceState",
     "InvalidImageId.IncorrectState",
@@ -126,6 +128,7 @@ def classify(code: str, message: str, request_id: str | None = None) -> errors.C
         (_EXPIRED_PREFIXES, errors.ExpiredCredentialError),
         (_AUTH_PREFIXES, errors.AuthError),
         (_STATE_PREFIXES, errors.StateConflictError),
+        (_EXISTS_PREFIXES, errors.AlreadyExistsError),
         (_QUOTA_PREFIXES, errors.QuotaError),
     )
     for prefixes, kind in kinds:

@@ -57,6 +57,11 @@ class NotFoundError(CloudError):
     """The cloud answered that the resource does not exist."""
 
 
+class AlreadyExistsError(CloudError):
+    """A create-only write met an object that exists (COS: ``x-cos-forbid-overwrite``): another writer came
+    first. Never retried as it is: the caller reads what the other wrote and decides again."""
+
+
 class StateConflictError(CloudError):
     """The resource exists but its state forbids the operation (e.g. terminating a PENDING instance)."""
 

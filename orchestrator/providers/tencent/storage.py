@@ -26,6 +26,7 @@ from .objects import ChecksumMismatch, ObjectInfo, Progress, info_from_headers, 
 
 MiB = 1024 * 1024
 SMALL_FILE = WHOLE_BODY  # files up to this size may go up many at once (upload_many), read whole
+_FORBID_OVERWRITE = "x-cos-forbid-overwrite"  # PUT Object's create-only switch (doc 436/7749)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -128,15 +129,24 @@ class ObjectStore:
             return None
         return info_from_headers(key, headers)
 
-    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> ObjectInfo:
-        headers = self.sdk.cos_call("put_object", Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+    def put_bytes(self, key: str, data: bytes, content_type: str = "application/octet-stream", *,
+                  create_only: bool = False) -> ObjectInfo:
+        """``create_only``: only if ``key`` does not exist yet, else AlreadyExistsError and the object unchanged (COS's
+        ``x-cos-forbid-overwrite``; it has no If-None-Match on PUT, and it ignores the header on a versioned
+        bucket, where every PUT then succeeds)."""
+        # put_object refuses keyword arguments it does not map to a header (cos_comm.mapped); its Metadata dict
+        # is sent as headers verbatim, the one way to send this one through the SDK's own call.
+        forbid = {"Metadata": {_FORBID_OVERWRITE: "true"}} if create_only else {}
+        headers = self.sdk.cos_call("put_object", Bucket=self.bucket, Key=key, Body=data, ContentType=content_type,
+                                    **forbid)
         info = info_from_headers(key, {**headers, "Content-Length": len(data)})
         local = crc64ecma.update(data)
         verify(key, info.crc64, local)
         return dataclasses.replace(info, crc64=local)
 
-    def put_json(self, key: str, value: Any) -> ObjectInfo:
-        return self.put_bytes(key, json.dumps(value, sort_keys=True).encode(), "application/json")
+    def put_json(self, key: str, value: Any, *, create_only: bool = False) -> ObjectInfo:
+        return self.put_bytes(key, json.dumps(value, sort_keys=True).encode(), "application/json",
+                              create_only=create_only)
 
     def get_bytes(self, key: str, limit: int | None = None) -> bytes | None:
         """The object's bytes, None when there is none. ``limit``: an object larger raises ObjectTooLarge, its body

@@ -56,7 +56,8 @@ def report(path: Path, step: int, stopped: bool = False, metrics: dict[str, floa
 def make(tmp_path: Path, training: FakeTraining, hang_timeout: float | None = None,
          stop: StopSignal | None = None) -> tuple[Supervisor, CheckpointUploader]:
     board = StatusBoard(1, 0, "ins-1")
-    uploader = CheckpointUploader(tmp_path / "ckpt", MemoryStore(), "ck/", 3, 1, board)  # type: ignore[arg-type]
+    uploader = CheckpointUploader(tmp_path / "ckpt", MemoryStore(), "ck/", 3, 1, board,  # type: ignore[arg-type]
+                                  job_id="job-1")
     sup = Supervisor(training, tmp_path / "progress.json", board, stop or StopSignal(), uploader,  # type: ignore[arg-type]
                      hang_timeout)
     return sup, uploader

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from crc64ecma import update as crc64
+from orchestrator.agent.manifest import read_manifest
 from orchestrator.agent.restore import restore_latest
 from orchestrator.agent.status import StatusBoard
 from orchestrator.agent.uploader import CheckpointUploader
@@ -30,11 +31,11 @@ def save(directory: Path, step: int, payload: bytes = b"") -> Path:
 
 def uploader(tmp_path: Path, store: MemoryStore, keep_last: int = 2, keep_local: int = 1) -> CheckpointUploader:
     return CheckpointUploader(tmp_path / "ckpt", store, PREFIX, keep_last, attempt=1,  # type: ignore[arg-type]
-                              board=StatusBoard(1, 0, "ins-1"), keep_local=keep_local)
+                              board=StatusBoard(1, 0, "ins-1"), job_id="job-1", keep_local=keep_local)
 
 
 def manifest(store: MemoryStore) -> Manifest:
-    return Manifest.model_validate(store.get_json(PREFIX + "manifest.json"))
+    return read_manifest(store, PREFIX).manifest
 
 
 def test_files_go_first_the_manifest_last_and_keep_last_deletes_old_objects(tmp_path: Path) -> None:
@@ -48,10 +49,15 @@ def test_files_go_first_the_manifest_last_and_keep_last_deletes_old_objects(tmp_
     entry = listed.checkpoints[-1]
     assert entry.files == {"state.pt": crc64(b"state 30"), "sub/extra.bin": crc64(b"e" * 30)}
     assert entry.size == len(b"state 30") + 30 and entry.kind == "directory" and not entry.emergency
-    assert store.puts[-1] == PREFIX + "manifest.json"  # after the files it lists
+    assert store.puts[-1] == PREFIX + "manifest/000000000003.json"  # after the files it lists, a generation each
+    assert entry.job == "job-1"
     assert set(store.puts[-3:-1]) == {PREFIX + "step-00000030/state.pt", PREFIX + "step-00000030/sub/extra.bin"}
     assert not any(k.startswith(PREFIX + "step-00000010/") for k in store.objects)
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step-00000030"]  # keep_local=1
+    save(tmp_path / "ckpt", 40)
+    up.tick()  # the fourth commit: generations older than the last three go
+    assert sorted(k for k in store.objects if "/manifest/" in k) == [
+        f"{PREFIX}manifest/00000000000{g}.json" for g in (2, 3, 4)]
 
 
 def test_newest_first_an_emergency_checkpoint_jumps_the_queue_and_stale_ones_are_skipped(tmp_path: Path) -> None:
