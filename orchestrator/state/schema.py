@@ -5,7 +5,7 @@ tests/unit/state/test_migrations.py checks that the migrations at head produce e
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text, text
+from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text, text
 
 metadata = MetaData()
 
@@ -32,7 +32,9 @@ jobs = Table(
     Column("keep_until", Float),
     Column("final_step", Integer),
     Column("lease_owner", Text),
-    Column("lease_token", Integer, nullable=False, server_default=text("0")),
+    # Random 63-bit fencing tokens (store.py's _new_token): BIGINT on PostgreSQL (revision 0007); SQLite's INTEGER
+    # already holds 64 bits.
+    Column("lease_token", BigInteger().with_variant(Integer(), "sqlite"), nullable=False, server_default=text("0")),
     Column("lease_expires", Float, nullable=False, server_default=text("0")),
     Column("source_dir", Text, nullable=False, server_default=""),  # the spec file's folder
     Column("settings_json", Text, nullable=False, server_default="{}"),  # what decide() reads, as submitted

@@ -4,14 +4,17 @@ team's controllers), through SQLAlchemy Core.
 Every write to a job is *fenced*: it names the lease token its controller holds, and the write happens in the
 same transaction that checks the token is still current (the job's row locked on PostgreSQL, the whole file on
 SQLite). A controller that lost its lease (a second controller took over, or it was presumed dead) cannot write
-anything (dstack's ``lock_token``). Transitions are also compare-and-set on the current state and checked against
-the machine's table. A transaction holds nothing but SQL: no cloud call, no file, no sleep.
+anything (dstack's ``lock_token``). Each taking of a lease draws a random token, never the last one plus one: a
+commit that a PostgreSQL failover lost cannot hand one token to two holders. Transitions are also compare-and-set
+on the current state and checked against the machine's table. A transaction holds nothing but SQL: no cloud call,
+no file, no sleep.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import sqlite3
 import threading
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, Table, create_engine, event, func, or_, select, update
+from sqlalchemy import Connection, Engine, Row, Table, bindparam, create_engine, event, func, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import exc as sql_errors
 from sqlalchemy.dialects import postgresql, sqlite
@@ -59,6 +62,19 @@ class StoreError(CvmjobError):
 class StoreBusy(StoreError):
     """A lock or a pooled connection of the store was waited for longer than BUSY_TIMEOUT: transient, a later try
     may succeed (a controller steps the job again instead of dying of it)."""
+
+
+class StoreUnreachable(StoreBusy):
+    """The PostgreSQL server refused or dropped the connection (down, restarting, failing over): transient too; a
+    controller waits for it with backoff (controller/service.py)."""
+
+
+class StoreDamaged(StoreError):
+    """The SQLite file is not a database or has a damaged page: nothing of it is read or written any more."""
+
+
+# SQLite's primary result codes for a file it cannot read: SQLITE_CORRUPT and SQLITE_NOTADB.
+_SQLITE_UNREADABLE = {11, 26}
 
 
 class FencedOut(CvmjobError):
@@ -244,6 +260,16 @@ def _job(row: Row[Any]) -> JobRecord:
     return JobRecord(**data)
 
 
+def _new_token(previous: int) -> int:
+    """A fencing token for a new holding of a lease: random, not the previous one plus one. A commit that a
+    failover lost (an asynchronous replica promoted, or ``synchronous_commit=off`` and a crash) leaves the previous
+    token on the row; a counter would hand the lost token out again, and its first holder, still running, would pass
+    the fence beside the second. Two random 63-bit tokens meet with odds of 2**-63."""
+    while (token := 1 + secrets.randbelow(2**63 - 1)) == previous:
+        pass
+    return token
+
+
 def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
     """IN lists of at most ``size`` (SQLite allows 32 766 bound parameters; a round stays far below either way)."""
     for start in range(0, len(values), size):
@@ -253,6 +279,12 @@ def _chunks(values: list[str], size: int = 500) -> Iterator[list[str]]:
 def _reason(exc: sql_errors.DBAPIError) -> str:
     """The driver's message, on one line."""
     return " ".join(str(exc.orig if exc.orig is not None else exc).split())
+
+
+def _unreadable(exc: sql_errors.DBAPIError) -> bool:
+    """SQLite said the file is not a database, or a page of it is damaged."""
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _SQLITE_UNREADABLE
 
 
 def _node(row: Row[Any]) -> NodeRecord:
@@ -302,9 +334,16 @@ class Store:
                                          pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=BUSY_TIMEOUT)
         self._closed = weakref.finalize(self, self._engine.dispose)  # a store dropped unclosed closes its connections
         self._upserts: dict[tuple[str, tuple[str, ...]], sqlite.Insert | postgresql.Insert] = {}
+        # A SQLite file is checked whole (PRAGMA quick_check) before this process first writes to it: a write that
+        # misses a damaged page would still rewrite the file. Readers need no check (a read of a damaged page fails
+        # by itself), and a damaged file, once seen, is never written again (_damaged).
+        self._checked = self._engine.dialect.name != "sqlite"
+        self._damaged: StoreDamaged | None = None
         try:
-            with self._write() as conn:
-                migrations.upgrade(conn)
+            with self._write(check=False) as conn:
+                if not migrations.at_head(conn):
+                    self._check(conn)
+                    migrations.upgrade(conn)
         except migrations.NewerSchema as exc:
             self.close()
             raise StoreError(
@@ -332,16 +371,40 @@ class Store:
         except sql_errors.TimeoutError as exc:  # every pooled connection stayed in use for the pool's timeout
             raise StoreBusy(f"the store {self.where} is busy: no connection of this process's pool was free for "
                             f"{BUSY_TIMEOUT:.0f} s; try again") from exc
-        except sql_errors.OperationalError as exc:
+        except (sql_errors.OperationalError, sql_errors.InterfaceError) as exc:
             reason = _reason(exc)
-            if self._engine.dialect.name == "sqlite" and "locked" in reason:
+            if self._engine.dialect.name != "sqlite":  # refused, dropped, shut down, failing over: wait for it
+                raise StoreUnreachable(f"cannot use the store {self.where} ({reason}): check that the server is up "
+                                       "and CVMJOB_DB names it, or point CVMJOB_DB elsewhere") from exc
+            if _unreadable(exc):
+                raise self._damage(reason) from exc
+            if "locked" in reason:
                 raise StoreBusy(f"cannot use the store {self.where} ({reason}): another process has been writing "
                                 f"to it for {BUSY_TIMEOUT:.0f} s; try again") from exc
-            if self._engine.dialect.name != "sqlite":
-                hint = "check that the server is up and CVMJOB_DB names it, or point CVMJOB_DB elsewhere"
-            else:
-                hint = "set CVMJOB_DB or CVMJOB_HOME to a file cvmjob can write"
-            raise StoreError(f"cannot use the store {self.where} ({reason}): {hint}") from exc
+            raise StoreError(f"cannot use the store {self.where} ({reason}): "
+                             "set CVMJOB_DB or CVMJOB_HOME to a file cvmjob can write") from exc
+        except sql_errors.DatabaseError as exc:
+            if not _unreadable(exc):
+                raise
+            raise self._damage(_reason(exc)) from exc
+
+    def _damage(self, reason: str) -> StoreDamaged:
+        """The one error for a SQLite file that cannot be read; from now on this store writes nothing to it."""
+        self._damaged = StoreDamaged(
+            f"the store {self.where} is damaged ({reason}); cvmjob leaves it as it is: restore it from a backup, or "
+            f"move it aside (cvmjob then starts an empty store; `sqlite3 {self.where} .recover` may save what is "
+            "still readable)"
+        )
+        return self._damaged
+
+    def _check(self, conn: Connection) -> None:
+        """StoreDamaged unless SQLite's quick check of the whole file passes (once per store object)."""
+        if self._checked:
+            return
+        [(problem,)] = conn.exec_driver_sql("PRAGMA quick_check(1)").all()  # the first problem found, or "ok"
+        if problem != "ok":
+            raise self._damage(" ".join(str(problem).replace("*** in database main ***", "").split()))
+        self._checked = True
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -349,11 +412,16 @@ class Store:
             yield conn
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        """One transaction that writes: all of it commits, or (on any exception) none of it."""
+    def _write(self, check: bool = True) -> Iterator[Connection]:
+        """One transaction that writes: all of it commits, or (on any exception) none of it. ``check``: the
+        SQLite file is checked first, once (the store's opening checks only when it migrates)."""
+        if self._damaged is not None:
+            raise self._damaged
         with self._errors(), self._engine.connect() as conn:
             conn.execution_options(**{_WRITE: True})
             with conn.begin():
+                if check:
+                    self._check(conn)
                 yield conn
 
     def _insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
@@ -508,7 +576,7 @@ class Store:
                     f"job {job_id} is driven by controller {row.lease_owner} "
                     f"(lease valid for {row.lease_expires - now:.0f} s more)"
                 )
-            token = int(row.lease_token) + 1
+            token = _new_token(int(row.lease_token))
             conn.execute(
                 update(jobs)
                 .where(jobs.c.job_id == job_id)
@@ -534,12 +602,13 @@ class Store:
             rows = conn.execute(
                 query.order_by(jobs.c.created_at, jobs.c.job_id).limit(limit).with_for_update(skip_locked=True)
             ).all()
-            claimed = [(r.job_id, int(r.lease_token) + 1) for r in rows]
+            claimed = [(r.job_id, _new_token(int(r.lease_token))) for r in rows]
             if claimed:
                 conn.execute(
                     update(jobs)
-                    .where(jobs.c.job_id.in_([job_id for job_id, _ in claimed]))
-                    .values(lease_owner=owner, lease_token=jobs.c.lease_token + 1, lease_expires=now + ttl)
+                    .where(jobs.c.job_id == bindparam("claimed_id"))
+                    .values(lease_owner=owner, lease_token=bindparam("claimed_token"), lease_expires=now + ttl),
+                    [{"claimed_id": job_id, "claimed_token": token} for job_id, token in claimed],
                 )
             return claimed
 

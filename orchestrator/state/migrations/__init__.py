@@ -79,6 +79,11 @@ def head() -> str:
     return revision
 
 
+def at_head(conn: Connection) -> bool:
+    """The store is at this code's head already (most opens): upgrade() would change nothing. A read only."""
+    return _at(conn, _newest())
+
+
 def upgrade(conn: Connection) -> None:
     """Bring the schema to head inside ``conn``'s transaction (the caller's: all or nothing). Raises NewerSchema,
     having changed nothing, when the store is ahead of this code."""

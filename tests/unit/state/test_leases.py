@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
+from sqlalchemy import create_engine, text
 
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.state.store import ControllerRecord, FencedOut, LeaseRecord, Store
@@ -21,9 +22,11 @@ def add_jobs(store: Store, count: int, first_at: float = 0.0) -> list[str]:
     return ids
 
 
-def finish(store: Store, job_id: str, owner: str) -> None:
+def finish(store: Store, job_id: str, owner: str) -> int:
+    """The job cancelled by ``owner``, whose lease (its token returned) stays live."""
     token = store.acquire(job_id, owner, ttl=30, now=1)
     store.transition(job_id, token, JobState.PENDING, JobState.CANCELLED, "done", 1)
+    return token
 
 
 def test_claim_takes_free_jobs_oldest_first_up_to_the_limit(open_store: Opener) -> None:
@@ -31,23 +34,24 @@ def test_claim_takes_free_jobs_oldest_first_up_to_the_limit(open_store: Opener) 
     ids = add_jobs(store, 5)
     finish(store, ids[0], "someone")  # terminal, its lease left live: never claimed
     store.acquire(ids[1], "b", ttl=30, now=10)  # b's live lease
-    claimed = store.claim("a", ttl=30, now=10, limit=2)
-    assert [job_id for job_id, _ in claimed] == [ids[2], ids[3]]
-    assert all(token == 1 for _, token in claimed)
-    assert store.claim("a", ttl=30, now=11, limit=10) == [(ids[2], 2), (ids[3], 2), (ids[4], 1)]  # ours again
+    claimed = dict(store.claim("a", ttl=30, now=10, limit=2))
+    assert list(claimed) == [ids[2], ids[3]]
+    again = dict(store.claim("a", ttl=30, now=11, limit=10))
+    assert list(again) == [ids[2], ids[3], ids[4]]  # ours again, each with a new token
+    assert all(again[job_id] != token for job_id, token in claimed.items())
     assert store.claim("c", ttl=30, now=12, limit=10) == []  # every active job is held
     store.create_job("job-new", "new", {}, {}, {}, now=50, deadline=9e9, source_dir="/", settings={})
-    assert store.claim("a", ttl=30, now=13, limit=1, held=[ids[2], ids[3], ids[4]]) == [("job-new", 1)]
-    assert store.get(ids[2]).lease_token == 2  # type: ignore[union-attr]  # held: left as it was
+    assert [job_id for job_id, _ in store.claim("a", ttl=30, now=13, limit=1, held=[ids[2], ids[3], ids[4]])] == [
+        "job-new"]
+    assert store.get(ids[2]).lease_token == again[ids[2]]  # type: ignore[union-attr]  # held: left as it was
     job = store.get(ids[4])
-    assert job is not None and (job.lease_owner, job.lease_token, job.lease_expires) == ("a", 1, 41.0)
+    assert job is not None and (job.lease_owner, job.lease_token, job.lease_expires) == ("a", again[ids[4]], 41.0)
 
 
 def test_terminal_jobs_are_never_claimed(open_store: Opener) -> None:
     store = open_store()
     [job_id] = add_jobs(store, 1)
-    finish(store, job_id, "someone")
-    store.release(job_id, 1)
+    store.release(job_id, finish(store, job_id, "someone"))
     assert store.claim("a", ttl=30, now=1000, limit=10) == []
 
 
@@ -59,7 +63,7 @@ def test_an_expired_lease_is_taken_over_and_the_old_holder_is_fenced_out(open_st
     assert a.renew_all("a", held, ttl=30, now=110) == set()  # now live until 140
     assert b.claim("b", ttl=30, now=135, limit=3) == []
     taken = dict(b.claim("b", ttl=30, now=141, limit=2))  # a stopped renewing: its leases expired at 140
-    assert taken == {ids[0]: held[ids[0]] + 1, ids[1]: held[ids[1]] + 1}
+    assert list(taken) == ids[:2] and all(taken[job_id] != held[job_id] for job_id in taken)
     assert a.renew_all("a", held, ttl=30, now=142) == {ids[0], ids[1]}  # lost; the third is renewed
     assert a.get(ids[2]).lease_expires == 172  # type: ignore[union-attr]
     stale = held[ids[0]]
@@ -198,3 +202,58 @@ def test_a_cancel_without_a_checkpoint_wins_over_one_with_it(open_store: Opener)
     assert (jobs[first].cancel_requested, jobs[first].cancel_checkpoint) == (True, False)
     assert (jobs[second].cancel_requested, jobs[second].cancel_checkpoint) == (True, True)
     assert [e.detail for e in store.events(first)][-2:] == ["cancel requested (no checkpoint)", "cancel requested"]
+
+
+def lose_commit(store_url: str, job_id: str, lease: tuple[str | None, int, float]) -> None:
+    """The job's lease columns put back as they were before a commit that a failover lost (the commit reached the
+    old primary only: an asynchronous replica, or ``synchronous_commit=off`` and a crash), as the promoted
+    server shows them."""
+    url = store_url if "://" in store_url else f"sqlite:///{store_url}"
+    engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE jobs SET lease_owner = :owner, lease_token = :token, lease_expires = :expires"
+                              " WHERE job_id = :job_id"),
+                         {"owner": lease[0], "token": lease[1], "expires": lease[2], "job_id": job_id})
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("second", ["b", "a"])  # another replica; a replica restarted under the same name
+@pytest.mark.parametrize("take", ["acquire", "claim"])
+def test_a_lease_whose_commit_was_lost_is_never_handed_out_again(open_store: Opener, store_url: str, take: str,
+                                                                 second: str) -> None:
+    """Issue 27, item 6: controller a takes the lease, the commit is lost, and the next controller that takes it
+    gets another token, so a (still running, still holding its token) passes no fence of the promoted store."""
+    a, b = open_store(), open_store()
+    [job_id] = add_jobs(a, 1)
+    first = a.get(job_id)
+    assert first is not None
+
+    def take_lease(store: Store, owner: str, now: float) -> int:
+        if take == "acquire":
+            return store.acquire(job_id, owner, ttl=30, now=now)
+        [(taken, token)] = store.claim(owner, ttl=30, now=now, limit=1)
+        assert taken == job_id
+        return token
+
+    stale = take_lease(a, "a", 10)
+    lose_commit(store_url, job_id, (first.lease_owner, first.lease_token, first.lease_expires))
+    current = take_lease(b, second, 11)
+    assert current != stale
+    writes: list[Callable[[], None]] = [
+        lambda: a.transition(job_id, stale, JobState.PENDING, JobState.STAGING, "stale", 12),
+        lambda: a.note(job_id, stale, "note", "stale", 12),
+        lambda: a.update(job_id, stale, 12, attempt=1),
+        lambda: a.renew(job_id, stale, 30, 12),
+        lambda: a.check_lease(job_id, stale),
+    ]
+    for write in writes:
+        with pytest.raises(FencedOut):
+            write()
+    assert a.renew_all("a", {job_id: stale}, ttl=30, now=12) == {job_id}
+    a.release(job_id, stale)  # gives back nothing: the lease is the other's
+    job = b.get(job_id)
+    assert job is not None and (job.state, job.attempt, job.lease_owner, job.lease_token) == (
+        JobState.PENDING, 0, second, current)
+    b.transition(job_id, current, JobState.PENDING, JobState.STAGING, "the second holder drives it", 13)

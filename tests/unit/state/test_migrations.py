@@ -52,7 +52,7 @@ def test_a_new_store_is_at_head_with_exactly_the_tables_the_store_queries(open_s
                                                                           store_url: str) -> None:
     Store(store_url).close()
     Store(store_url).close()  # opening it again changes nothing
-    assert version(raw) == (migrations.head(),) == ("0006",)
+    assert version(raw) == (migrations.head(),) == ("0007",)
     with raw.connect() as conn:
         assert compare_metadata(context(conn), metadata) == []
 
@@ -105,7 +105,8 @@ def test_a_store_of_the_hand_written_migrations_upgrades_in_place(tmp_path: Path
                                                                       (3, "after")]
         PoolStore(store).add(PoolInstance("ins-1", "p", "z", "t", None, 1.0))
         store.register_controller("ctl", 60, {})
-        assert store.claim("other", ttl=30, now=60, limit=5) == [("job-old", 5)]  # ctl's lease expired at 50
+        [(claimed, token)] = store.claim("other", ttl=30, now=60, limit=5)  # ctl's lease expired at 50
+        assert claimed == "job-old" and token != 4
     finally:
         store.close()
     db = sqlite3.connect(path)
@@ -263,3 +264,31 @@ def test_opening_a_store_at_head_imports_no_alembic(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "state.db")], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_a_store_at_0006_keeps_its_leases_and_takes_63_bit_tokens(store_url: str, raw: Engine) -> None:
+    """Revision 0007: PostgreSQL's lease_token was an INTEGER (32 bits), too small for a random 63-bit token."""
+    from alembic import command
+
+    config = migrations._config()
+    with raw.begin() as conn:
+        config.attributes["connection"] = conn
+        config.attributes["version_table"] = migrations.VERSION_TABLE
+        command.upgrade(config, "0006")
+        conn.execute(text("INSERT INTO jobs (job_id, name, state, spec_json, plan_json, cloud_json, created_at,"
+                          " updated_at, deadline, lease_owner, lease_token, lease_expires)"
+                          " VALUES ('job-old', 'old', 'RUNNING', '{}', '{}', '{}', 1, 2, 3, 'ctl', 4, 50)"))
+    store = Store(store_url)
+    try:
+        assert version(raw) == ("0007",)
+        job = store.get("job-old")
+        assert job is not None and (job.lease_owner, job.lease_token) == ("ctl", 4)
+        store.note("job-old", 4, "note", "ctl still holds it", 10)  # its holder's token still passes
+        token = store.acquire("job-old", "other", ttl=30, now=60)
+        assert token != 4
+        store.note("job-old", token, "note", "taken over", 60)
+        assert store.get("job-old").lease_token == token  # type: ignore[union-attr]
+    finally:
+        store.close()
+    with raw.connect() as conn:
+        assert compare_metadata(context(conn), metadata) == []
