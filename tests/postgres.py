@@ -66,15 +66,24 @@ class Cluster:
                   "--encoding=UTF8", "--locale=C", "--no-sync")
         for attempt in range(3):  # another process may take the free port before the server binds it
             self.port = _free_port()
-            options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200"
-                       " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
             try:
-                self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"),
-                          "-o", options, "-w", "-t", "60", "start")
+                self.serve_again()
                 return
             except RuntimeError:
                 if attempt == 2:
                     raise
+
+    def serve_again(self) -> None:
+        """Start the server (again, after ``halt``) on its port."""
+        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200"
+                   " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"),
+                  "-o", options, "-w", "-t", "60", "start")
+
+    def halt(self) -> None:
+        """An outage: the server shuts down (a clean shutdown: every commit it acknowledged is kept), its data
+        stays for ``serve_again``."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():

@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..state.store import Store, StoreBusy
+from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
+
+from ..state.store import Store, StoreBusy, StoreError, StoreUnreachable
 from .drive import controller_name
 from .engine import LEASE_SECONDS, Engine
 
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CLAIM_BATCH = 50  # jobs claimed per round at most: a thousand pending jobs are taken in twenty rounds, not one stall
 IDLE_EXIT_SECONDS = 30.0
+OUTAGE_MAX_WAIT = 15.0  # the longest pause between two tries of a store that does not answer
 
 
 @dataclass(frozen=True)
@@ -55,13 +58,19 @@ class Service:
 
     def run(self) -> None:
         """Until drained (``draining`` set, e.g. by a signal handler) or, with exit_when_idle, out of work."""
-        self._register()
-        self.say(f"controller {self.name}: driving up to {self.settings.max_jobs} jobs")
         try:
+            try:
+                self._register()
+            except StoreUnreachable as exc:
+                self._outlast(exc)
+            self.say(f"controller {self.name}: driving up to {self.settings.max_jobs} jobs")
             while not self.draining.is_set():
                 try:
                     self._beat()
                     self._claim()
+                except StoreUnreachable as exc:  # no round while it lasts: every step would fail on the store
+                    self._outlast(exc)
+                    continue
                 except StoreBusy as exc:  # the jobs held go on; the next round claims
                     self.say(f"controller: {exc}; claiming again at the next round")
                 for job in self.engine.round():
@@ -71,10 +80,42 @@ class Service:
                     break
                 self.engine.sleep(between=self._start_new)
         finally:
-            held = len(self.engine.held)
+            self._stop()
+
+    def _stop(self) -> None:
+        held = len(self.engine.held)
+        try:
             self.engine.close()  # the steps in flight finish; every lease is given back
             self.store.remove_controller(self.name)
-            self.say(f"controller {self.name}: stopped, {held} job(s) handed back")
+        except StoreError as exc:  # unreachable or damaged: the leases it holds run out by themselves
+            self.say(f"controller {self.name}: stopped without handing its jobs back ({exc}); their leases run out "
+                     f"within {self.settings.lease_seconds:.0f} s")
+            return
+        self.say(f"controller {self.name}: stopped, {held} job(s) handed back")
+
+    def _outlast(self, outage: StoreUnreachable) -> None:
+        """Wait out an unreachable store: said once, tried again with jittered exponential backoff (up to
+        OUTAGE_MAX_WAIT between tries) until it answers or the service drains. The jobs held are not dropped: their
+        steps in flight finish or fail on the store and are stepped again after it is back, and the leases that ran
+        out meanwhile are renewed, or found taken by another replica and let go, at the next round (the fence
+        keeps both from writing)."""
+        self.say(f"controller: {outage}; the jobs it holds wait, and the store is tried again with backoff")
+        began = time.monotonic()
+        retrying = Retrying(
+            retry=retry_if_exception_type(StoreUnreachable),
+            wait=wait_random_exponential(multiplier=0.5, max=OUTAGE_MAX_WAIT),
+            stop=lambda _: self.draining.is_set(),
+            sleep=self._pause,
+            reraise=True,
+        )
+        try:
+            retrying(self._beat, force=True)
+        except StoreUnreachable:  # drained meanwhile
+            return
+        self.say(f"controller: the store answers again after {time.monotonic() - began:.0f} s; driving on")
+
+    def _pause(self, seconds: float) -> None:
+        self.draining.wait(seconds)  # a drain ends it at once
 
     def _register(self) -> None:
         self.store.register_controller(self.name, self.now(), {"host": socket.gethostname(), "pid": os.getpid()})
@@ -83,8 +124,8 @@ class Service:
         self.draining.set()
         self.engine.wake.set()
 
-    def _beat(self) -> None:
-        if self.now() - self._beat_at < self.settings.lease_seconds / 3:
+    def _beat(self, force: bool = False) -> None:
+        if not force and self.now() - self._beat_at < self.settings.lease_seconds / 3:
             return
         self._beat_at = self.now()
         if not self.store.beat_controller(self.name, self.now()):  # its record was swept: it is alive all the same
@@ -98,6 +139,8 @@ class Service:
         try:
             if self.store.unclaimed_pending(self.now()):
                 self._claim()
+        except StoreUnreachable:  # said by the round's claim, which waits it out
+            return
         except StoreBusy as exc:
             self.say(f"controller: {exc}; claiming again at the next round")
 
