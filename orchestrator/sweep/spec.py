@@ -29,6 +29,8 @@ ParamName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 _PLACEHOLDER = re.compile(r"(?<![{$])\{([^{}]*)\}(?!\})")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Scalar = float | int | str | bool
+# Combinations of a grid sweep's space: the grid sampler holds them all in memory (a tuple each).
+MAX_GRID_POINTS = 100_000
 
 
 class Param(SpecModel):
@@ -88,15 +90,24 @@ class Param(SpecModel):
         whole = bool(bounds) and all(float(v).is_integer() for v in bounds)
         return "int" if whole and not self.log else "float"
 
-    def grid(self) -> list[Scalar] | None:
-        """Every value the parameter can take, when that is a finite list (the grid sampler needs one)."""
+    def grid_size(self) -> int | None:
+        """How many values the parameter can take, counted without listing them; None when they are not a finite
+        list (a float without a step)."""
         if self.kind == "categorical":
-            return list(self.choices or [])
+            return len(self.choices or [])
         if self.step is None and self.kind == "float":
             return None
         assert self.low is not None and self.high is not None
+        return math.floor((self.high - self.low) / (self.step or 1) + 1e-9) + 1
+
+    def grid(self) -> list[Scalar] | None:
+        """Every value the parameter can take, when that is a finite list (the grid sampler needs one). Callers
+        check grid_size() first: a spec's grid is bounded by MAX_GRID_POINTS when it is validated."""
+        count = self.grid_size()
+        if count is None or self.kind == "categorical":
+            return None if count is None else list(self.choices or [])
+        assert self.low is not None
         step = self.step or 1
-        count = math.floor((self.high - self.low) / step + 1e-9) + 1
         values = [self.low + i * step for i in range(count)]
         return [int(v) for v in values] if self.kind == "int" else [round(v, 12) for v in values]
 
@@ -206,10 +217,26 @@ class SweepSpec(SpecModel):
             for problem in placeholder_problems(str(value), self.space):
                 raise field_problem(f"set.{key}", problem)
         if self.sampler.type == "grid":
-            for name, param in self.space.items():
-                if param.grid() is None:
-                    raise field_problem(f"space.{name}", "the grid sampler needs a step (or choices) for a float")
+            self._check_grid()
         return self
+
+    def _check_grid(self) -> None:
+        """The grid sampler lists every combination of the space (Optuna's GridSampler): count them arithmetically
+        and refuse a grid too large to list, naming its largest parameter (0..1e12 once exhausted memory here)."""
+        sizes: dict[str, int] = {}
+        for name, param in self.space.items():
+            size = param.grid_size()
+            if size is None:
+                raise field_problem(f"space.{name}", "the grid sampler needs a step (or choices) for a float")
+            sizes[name] = size
+        combinations = math.prod(sizes.values())
+        if combinations > MAX_GRID_POINTS:
+            name = max(sizes, key=lambda n: sizes[n])
+            raise field_problem(
+                f"space.{name}",
+                f"the grid sampler needs every combination listed: {sizes[name]} values here, {combinations} "
+                f"combinations in all, above the limit of {MAX_GRID_POINTS}. use a larger step, fewer choices, "
+                "or another sampler (random, tpe)")
 
 
 def placeholders(text: str) -> list[str]:

@@ -120,3 +120,19 @@ def test_the_gpu_example_sweep_loads_too() -> None:
     spec = load_sweep(path)
     JobTemplate.of(spec, path).check(spec)
     assert spec.objectives[0].metric == "loss" and spec.pruner.type == "asha"
+
+
+def test_a_grid_too_large_is_refused_by_counting_never_by_listing(tmp_path: Path) -> None:
+    # 0..1e12 step 1: listing it exhausted memory while validating (issue 27, item 11).
+    space = {"seed": {"low": 0, "high": 1e12, "step": 1}, "lr": {"choices": [0.1, 0.01]}}
+    lines = problems(write(tmp_path, space=space, sampler={"type": "grid"}, set={}))
+    assert len(lines) == 1, lines
+    assert "space.seed: the grid sampler needs every combination listed" in lines[0], lines
+    assert "1000000000001 values" in lines[0] and "2000000000002 combinations" in lines[0], lines
+
+
+def test_a_grid_is_counted_arithmetically() -> None:
+    assert Param(low=0, high=1e12, step=1).grid_size() == 10**12 + 1
+    assert Param(low=0.0, high=1.0, step=0.25).grid_size() == 5
+    assert Param(low=0.1, high=0.5).grid_size() is None
+    assert Param(choices=["adam", "sgd"]).grid_size() == 2
