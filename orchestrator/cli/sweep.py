@@ -84,6 +84,9 @@ def run(
     driver.start()
     try:
         state = sweeper.run(cancel=lambda: presses["count"] > 0, stop=lambda: presses["count"] > 1)
+        sweeper.release()
+    except SweepBusy as exc:  # another run took the study over while this one was stopped or cut off
+        raise Abort(str(exc), EXIT_BAD_INPUT) from None
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -117,3 +117,14 @@ controllers = Table(
     Column("beat_at", Float, nullable=False),
     Column("info_json", Text, nullable=False, server_default="{}"),
 )
+
+# The one `cvmjob sweep run` of each study: a compare-and-set lease with a random fencing token, as a job's
+# (store.SweeperLeases). Optuna's study attributes cannot serve: a read then a write let two runs both take over.
+sweepers = Table(
+    "sweepers",
+    metadata,
+    Column("study", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("token", BigInteger().with_variant(Integer(), "sqlite"), nullable=False),
+    Column("expires", Float, nullable=False),
+)

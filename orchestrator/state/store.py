@@ -35,7 +35,7 @@ from ..errors import EXIT_CLOUD_ERROR, CvmjobError
 from ..lifecycle.machine import JobState, check_transition
 from ..providers.tencent.vocabulary import ChargeType
 from . import migrations
-from .schema import controllers, events, images, jobs, nodes, pool_instances
+from .schema import controllers, events, images, jobs, nodes, pool_instances, sweepers
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
 # controller has only the store and the cloud to go on. CVMJOB_CRASH_AT="RUNNING->IMAGING": right after that
@@ -864,6 +864,54 @@ class PoolStore:
                 .where(pool_instances.c.instance_id == instance_id, pool_instances.c.job_id == holder)
                 .values(job_id=None, since=now)
             )
+
+
+class SweeperLeases:
+    """Each study's one `cvmjob sweep run`: a compare-and-set lease with a random fencing token, as a job's. The
+    holder renews it every round and before it tells the study anything; a run that finds its token replaced stops
+    (FencedOut) instead of telling trials another run drives."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def acquire(self, study: str, owner: str, ttl: float, now: float, force: bool = False) -> int:
+        """Take the study's lease; the new token. LeaseHeld while another owner's lease is live (``force``: its
+        holder is known to be gone)."""
+        with self._store._write() as conn:
+            row = conn.execute(select(sweepers).where(sweepers.c.study == study).with_for_update()).first()
+            if row is not None and row.owner != owner and row.expires > now and not force:
+                raise LeaseHeld(f"the study {study} is driven by another `cvmjob sweep run` ({row.owner}; its lease "
+                                f"runs {row.expires - now:.0f} s more)")
+            token = _new_token(int(row.token) if row is not None else 0)
+            values = {"owner": owner, "token": token, "expires": now + ttl}
+            if row is None:
+                # Two first takers race on the insert: the loser's primary-key conflict leaves the winner's row.
+                inserted = conn.execute(self._store._insert(sweepers).values(study=study, **values)
+                                        .on_conflict_do_nothing())
+                if inserted.rowcount == 0:
+                    raise LeaseHeld(f"the study {study} was just taken by another `cvmjob sweep run`")
+            else:
+                conn.execute(update(sweepers).where(sweepers.c.study == study).values(values))
+            return token
+
+    def renew(self, study: str, token: int, ttl: float, now: float) -> None:
+        """Extend the lease ``token`` holds; FencedOut when another run took the study over."""
+        with self._store._write() as conn:
+            renewed = conn.execute(update(sweepers).where(sweepers.c.study == study, sweepers.c.token == token)
+                                   .values(expires=now + ttl))
+            if renewed.rowcount != 1:
+                raise FencedOut(f"another `cvmjob sweep run` took the study {study} over")
+
+    def holder(self, study: str, now: float) -> str | None:
+        """The owner of the study's live lease, if any."""
+        query = select(sweepers.c.owner).where(sweepers.c.study == study, sweepers.c.expires > now)
+        with self._store._read() as conn:
+            owner: str | None = conn.execute(query).scalar()
+        return owner
+
+    def release(self, study: str, token: int) -> None:
+        with self._store._write() as conn:
+            conn.execute(sql_delete(sweepers).where(sweepers.c.study == study, sweepers.c.token == token))
 
 
 def _sqlite_engine(url: URL, path: str) -> Engine:

@@ -30,7 +30,7 @@ from ..providers.tencent.errors import CloudError
 from ..spec.errors import SpecError
 from ..spec.loader import load_job, read_job
 from ..spec.overrides import apply_overrides
-from ..state.store import JobRecord, Store
+from ..state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases
 from . import study as S
 from .rules import Ending, NextTrial, Spend, consecutive_failures, ending, may_start, placements_to_avoid
 from .spec import SweepSpec, placeholder_problems, render
@@ -43,11 +43,11 @@ if TYPE_CHECKING:
 POLL_SECONDS = 2.0
 ESTIMATE_MARGIN = 1.25  # the next trial is estimated at the costliest completed one's cost, and a quarter more
 SHARE_OF_ESTIMATE = 2.0  # a trial's job may spend at most this many estimates (its limits.max_cost)
-SWEEPER_STALE_SECONDS = 30.0  # a `sweep run` whose beat is older is gone: another may take the study over
+SWEEPER_LEASE_SECONDS = 30.0  # a `sweep run` that has not renewed its lease for this long is gone
 
 
 class SweepBusy(Exception):
-    """Another live `sweep run` drives this study."""
+    """Another live `sweep run` drives this study, or took it over from this one."""
 
 
 @dataclass
@@ -110,6 +110,7 @@ class Sweeper:
     now: Callable[[], float] = time.time
     me: str = ""
     started_at: float = 0.0
+    token: int = 0  # the study's lease (SweeperLeases), taken by take_over()
     _bound: NextTrial | None = None
     _told_settling: bool = False
 
@@ -224,6 +225,7 @@ class Sweeper:
         return Spend(cost, gpu, left, gpu_left), estimate
 
     def _launch_new(self) -> None:
+        self._beat()
         trial = self.study.ask(S.distributions(self.spec))
         job_id = api.new_job_id()
         trial.set_user_attr(S.JOB_ATTR, job_id)
@@ -346,13 +348,15 @@ class Sweeper:
                              "(trainkit.report(step, loss, **metrics))")
                 return
             values.append(value)
-        self.study.tell(trial.number, values)
+        self._beat()
+        self.study.tell(trial.number, values, skip_if_finished=True)
         self.say(f"trial {trial.number}: COMPLETE, {show_values(dict(zip(self._metric_names(), values, strict=True)))}")
 
     def _finish(self, trial_id: int, number: int, state: Any, end: Ending, reason: str) -> None:
+        self._beat()
         self._trial_attr(trial_id, S.KIND_ATTR, end.value)
         self._trial_attr(trial_id, S.REASON_TRIAL_ATTR, reason)
-        self.study.tell(number, state=state)
+        self.study.tell(number, state=state, skip_if_finished=True)
         self.say(f"trial {number}: {state.name}: {reason}")
 
     # -- the study's records -------------------------------------------------------------------------------
@@ -414,17 +418,26 @@ class Sweeper:
     def take_over(self) -> None:
         """Make this process the study's one `sweep run` (SweepBusy while another live one is), and clear an
         earlier run's cancel: running the sweep again continues it."""
-        holder = self.study.user_attrs.get(S.SWEEPER_ATTR) or {}
-        other = str(holder.get("owner", ""))
-        if other and other != self.me and not died_here(other) and \
-                self.now() - float(holder.get("beat", 0)) < SWEEPER_STALE_SECONDS:
-            raise SweepBusy(f"the study {self.spec.study} is driven by another `cvmjob sweep run` "
-                            f"({holder.get('owner')}); `cvmjob sweep status {self.spec.study}` follows it")
-        self._beat()
+        leases, study = SweeperLeases(self.store), self.spec.study
+        holder = leases.holder(study, self.now())
+        try:  # a holder of this home whose process is gone (a sweep killed with -9) is not waited out
+            self.token = leases.acquire(study, self.me, SWEEPER_LEASE_SECONDS, self.now(),
+                                        force=holder is not None and died_here(holder))
+        except LeaseHeld as exc:
+            raise SweepBusy(f"{exc}; `cvmjob sweep status {study}` follows it") from None
         self._set(S.CANCEL_ATTR, False)
 
     def _beat(self) -> None:
-        self._set(S.SWEEPER_ATTR, {"owner": self.me, "beat": self.now()})
+        """Renew the study's lease: asked every round and before each word to the study, so that a run another
+        took over stops before it tells a trial twice (SweepBusy)."""
+        try:
+            SweeperLeases(self.store).renew(self.spec.study, self.token, SWEEPER_LEASE_SECONDS, self.now())
+        except FencedOut as exc:
+            raise SweepBusy(f"{exc}: this run stops and leaves its trials to that one") from None
+
+    def release(self) -> None:
+        """Give the study's lease back (the run ended): the next `sweep run` need not wait it out."""
+        SweeperLeases(self.store).release(self.spec.study, self.token)
 
     def _set(self, key: str, value: Any) -> None:
         self.study.set_user_attr(key, value)

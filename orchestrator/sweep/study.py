@@ -23,7 +23,6 @@ SPEC_ATTR = "cvmjob:spec"  # the sweep spec, as JSON: what `sweep status` and `r
 STATE_ATTR = "cvmjob:state"  # running, finished, stopped, cancelled
 REASON_ATTR = "cvmjob:stopped_reason"
 CANCEL_ATTR = "cvmjob:cancel"  # set by `sweep cancel`
-SWEEPER_ATTR = "cvmjob:sweeper"  # {"owner": ..., "beat": t}: the live `sweep run` of the study
 # Trial user attributes.
 JOB_ATTR = "cvmjob:job_id"  # the trial's current job
 JOBS_ATTR = "cvmjob:jobs"  # every job of the trial, oldest first (a retry adds one)

@@ -1,5 +1,6 @@
 """The Sweeper's own bookkeeping, on a real store file: a warm start enqueues an earlier study's best trials once;
-the intermediate values it reads from a heartbeat; a trial's share of the cap is its job's limit."""
+the intermediate values it reads from a heartbeat; a trial's share of the cap is its job's limit; one `sweep run`
+drives a study at a time, and one another took over tells it nothing more."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from orchestrator.spec.loader import read_job
 from orchestrator.spec.models import JobSpec
 from orchestrator.state.store import Store
 from orchestrator.sweep import study as S
-from orchestrator.sweep.run import JobTemplate, Sweeper, _reported
+from orchestrator.sweep.run import SWEEPER_LEASE_SECONDS, JobTemplate, SweepBusy, Sweeper, _reported
+from orchestrator.sweep.rules import Ending
 from orchestrator.sweep.spec import SweepSpec
 from tests.emulator_process import EmulatorProcess
 
@@ -79,5 +81,47 @@ def test_a_trials_share_of_the_cap_is_the_limit_its_controller_decides_on(
     limit = JobSpec.model_validate(record.spec).limits.max_cost
     assert limit is not None and 0 < limit <= 3.0
     assert settings_from_json(record.settings).max_cost == limit
+    store.close()
+    study._storage._backend.engine.dispose()  # type: ignore[attr-defined]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_one_sweep_run_drives_a_study_and_one_taken_over_tells_it_nothing_more(tmp_path: Path) -> None:
+    # The sweeper was a study attribute, read then written: a run paused past its beat (SIGSTOP, a laptop's lid)
+    # and woken after another took over wrote itself back in and told the trials the other one drove (Optuna's
+    # second tell of a trial raised ValueError, uncaught).
+    url = str(tmp_path / "state.db")
+    store = Store(url)
+    spec = SweepSpec.model_validate({**SPEC, "warm_start": None})
+    study = S.open_study(spec, url)
+    clock = Clock()
+
+    def sweeper(me: str) -> Sweeper:
+        return Sweeper(spec, JobTemplate({"name": "x"}, tmp_path / "sweep.yaml"), store, url, study,
+                       say=lambda line: None, now=clock, me=me)
+
+    first, second = sweeper("sweep-a"), sweeper("sweep-b")
+    first.take_over()
+    with pytest.raises(SweepBusy, match="driven by another `cvmjob sweep run` \\(sweep-a"):
+        second.take_over()
+    trial = study.ask(S.distributions(spec))
+    clock.t += SWEEPER_LEASE_SECONDS + 1  # the first one stopped renewing: its lease ran out
+    second.take_over()
+    second._finish(trial._trial_id, trial.number, optuna.trial.TrialState.FAIL, Ending.TRAINING, "second's word")
+    with pytest.raises(SweepBusy, match="another `cvmjob sweep run` took the study tonight over"):
+        first._finish(trial._trial_id, trial.number, optuna.trial.TrialState.FAIL, Ending.CANCELLED, "first's word")
+    (told,) = study.get_trials()
+    assert (told.state, told.user_attrs[S.REASON_TRIAL_ATTR]) == (optuna.trial.TrialState.FAIL, "second's word")
+    with pytest.raises(SweepBusy):
+        first._beat()  # its round stops too
+    second.release()
+    first.take_over()  # a released study is free at once
     store.close()
     study._storage._backend.engine.dispose()  # type: ignore[attr-defined]
