@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -70,8 +71,27 @@ def workdir_files(root: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
     return sorted(p for p in out if (root / p).is_file() and not (root / p).is_symlink())
 
 
+class BundleError(RuntimeError):
+    """The workdir archive could not be made (a full disk, a quota, a file that cannot be read): one sentence
+    naming the file and the cause, what a job's STAGING fails with."""
+
+
 def workdir_archive(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> Archive:
+    """The archive of ``root`` at ``dest``; BundleError when it cannot be read or written, the partial archive
+    removed (it was left behind, and the OSError escaped as a traceback)."""
     files = workdir_files(root, exclude)
+    try:
+        size = _write_archive(root, files, dest)
+        return Archive(dest, len(files), size, _sha256(dest))
+    except OSError as exc:
+        _remove_partial(dest)
+        if exc.filename is not None and Path(exc.filename) != dest and Path(exc.filename).is_relative_to(root):
+            raise BundleError(f"cannot read {exc.filename} of the workdir for its archive: {exc.strerror}") from exc
+        raise BundleError(f"cannot write the workdir archive {dest}: {exc.strerror or exc} "
+                          f"({_free_space(dest.parent)})") from exc
+
+
+def _write_archive(root: Path, files: list[Path], dest: Path) -> int:
     size = 0
     # mtime=0 in the gzip header and fixed member metadata: same tree, same bytes.
     with (
@@ -89,7 +109,21 @@ def workdir_archive(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> A
             with path.open("rb") as f:
                 tar.addfile(info, f)
             size += stat.st_size
-    return Archive(dest, len(files), size, _sha256(dest))
+    return size
+
+
+def _remove_partial(dest: Path) -> None:
+    # Only a regular file is ours to remove: a destination such as /dev/full is not a partial archive.
+    if dest.is_file() and not dest.is_symlink():
+        dest.unlink()
+
+
+def _free_space(folder: Path) -> str:
+    try:
+        usage = shutil.disk_usage(folder)
+    except OSError:
+        return f"free space in {folder} unknown"
+    return f"{usage.free / 1e6:.1f} MB free in {folder}"
 
 
 @dataclass(frozen=True)

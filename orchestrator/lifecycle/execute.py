@@ -174,16 +174,19 @@ class Executor:
 
     # -- staging and attempts ----------------------------------------------------------------------------
     def _Stage(self, action: Stage) -> Next:
-        self.ensured.once(self.state, "", self._ensure_bucket)
         layout = self.layout
-        retrying(lambda: self.state.put_json(layout.spec, self.spec.model_dump(mode="json")))
         with tempfile.TemporaryDirectory(prefix="cvmjob-bundle-") as tmp:
             # Never ship cvmjob's own state (it may sit inside the workdir): reading the live SQLite file from
             # this process would also drop the process's locks on it.
-            archive = bundle.workdir_archive(
-                (self.source_dir / self.spec.workdir).resolve(), Path(tmp) / "w.tgz", exclude=(cvmjob_home(),)
-            )
+            try:
+                archive = bundle.workdir_archive(
+                    (self.source_dir / self.spec.workdir).resolve(), Path(tmp) / "w.tgz", exclude=(cvmjob_home(),)
+                )
+            except bundle.BundleError as exc:  # a full disk: the job fails saying so, before anything is created
+                raise PermanentFailure(f"staging failed: {exc}") from exc
             self.emit("stage", f"workdir: {archive.files} files, {archive.size / 1e6:.1f} MB")
+            self.ensured.once(self.state, "", self._ensure_bucket)
+            retrying(lambda: self.state.put_json(layout.spec, self.spec.model_dump(mode="json")))
             retrying(lambda: self.state.upload_file(archive.path, layout.workdir_archive))
         self._agent_wheel()
         return Next.CONTINUE

@@ -4,6 +4,7 @@ import base64
 import hashlib
 import importlib.metadata
 import io
+import random
 import re
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from packaging.requirements import Requirement
 
 from orchestrator import __version__
 from orchestrator.bootstrap import AGENT_REQUIREMENTS, MAX_USER_DATA, user_data
-from orchestrator.bundle import agent_wheel, workdir_archive, workdir_files
+from orchestrator.bundle import BundleError, agent_wheel, workdir_archive, workdir_files
 
 
 def test_the_workdir_honours_gitignore_files_and_skips_git_and_excluded_folders(tmp_path: Path) -> None:
@@ -103,3 +104,40 @@ def _closure(names: Iterable[str]) -> set[str]:
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 todo.append(_norm(requirement.name))
     return seen
+
+
+def test_a_full_disk_while_archiving_is_one_error_naming_the_archive_and_the_free_space(tmp_path: Path) -> None:
+    # Writes to /dev/full fail with ENOSPC, for root too (issue 27, item 11: the job stayed in STAGING).
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "train.py").write_bytes(b"x" * 100_000)
+    with pytest.raises(BundleError) as caught:
+        workdir_archive(root, Path("/dev/full"))
+    message = str(caught.value)
+    assert "cannot write the workdir archive /dev/full" in message and "No space left on device" in message
+    assert "free" in message, message
+    assert Path("/dev/full").is_char_device()  # never removed: only a partial archive of ours is
+
+
+def test_a_partial_archive_is_removed_when_the_file_size_limit_stops_it(tmp_path: Path) -> None:
+    # RLIMIT_FSIZE (in a process of its own) stops the archive midway, deterministically and for root too.
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "weights.bin").write_bytes(random.Random(1).randbytes(400_000))  # incompressible
+    dest = tmp_path / "out" / "w.tgz"
+    dest.parent.mkdir()
+    script = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from orchestrator.bundle import BundleError, workdir_archive\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
+        "try:\n"
+        f"    workdir_archive(Path({str(root)!r}), Path({str(dest)!r}))\n"
+        "except BundleError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(7)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 7, done.stderr
+    assert f"cannot write the workdir archive {dest}" in done.stdout and "File too large" in done.stdout, done.stdout
+    assert list(dest.parent.iterdir()) == []  # the partial archive is gone
