@@ -489,14 +489,6 @@ def decode_agent_doc(key: str, data: bytes, model: type[_NodeDoc], attempt: int,
         return Unread(key, UnreadWhy.NOT_THIS_NODES,
                       f"written by instance {_printable(doc.instance_id)}, not by the node's {instance_id}")
     return doc
-    if (doc.attempt, doc.node_rank) != (attempt, node):
-        return Unread(key, UnreadWhy.NOT_THIS_NODES,
-                      f"written as attempt {doc.attempt} node {doc.node_rank}'s, not attempt {attempt} node {node}'s")
-    if doc.instance_id != instance_id:
-        expected = f"the node's instance {instance_id}" if instance_id else "a node with no instance yet"
-        return Unread(key, UnreadWhy.NOT_THIS_NODES,
-                      f"written by instance {_printable(doc.instance_id)}, not by {expected}")
-    return doc
 
 
 # -- The training-script contract (design.md §3): between the agent and the training processes of one node ----------

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from orchestrator.contract import CheckpointEntry, Manifest, checkpoint_step
+from orchestrator.contract import CheckpointEntry, Manifest, Unread, UnreadWhy, checkpoint_step, decode_doc
 from orchestrator.providers.tencent.errors import AlreadyExistsError, CloudError, TransientError
-from orchestrator.providers.tencent.storage import ObjectInfo
+from orchestrator.providers.tencent.storage import ObjectInfo, ObjectTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,9 @@ KEEP_GENERATIONS = 3  # a reader that listed the newest a moment ago still finds
 # Writers of one manifest are an agent and at most a stale one of an earlier attempt; a writer beaten this many
 # times in a row is facing something else, and fails (transiently: its caller tries again later).
 _COMMIT_TRIES = 20
+# A manifest lists keep_last entries of a few hundred bytes each; more is not one an agent wrote (the training holds
+# keys that can write here), and reading it whole would hold whatever was put there in memory.
+MANIFEST_LIMIT = 4 * 1024 * 1024
 
 Update = Callable[[Manifest], tuple[Manifest, list[CheckpointEntry]]]
 
@@ -43,7 +46,7 @@ Update = Callable[[Manifest], tuple[Manifest, list[CheckpointEntry]]]
 class ManifestStore(Protocol):
     """What the manifest needs of an ObjectStore."""
 
-    def get_json(self, key: str) -> Any: ...
+    def get_bytes(self, key: str, limit: int | None = None) -> bytes | None: ...
 
     def put_json(self, key: str, value: Any, *, create_only: bool = False) -> ObjectInfo: ...
 
@@ -74,17 +77,40 @@ def _generations(store: ManifestStore, prefix: str) -> list[int]:
 
 
 def read_manifest(store: ManifestStore, prefix: str) -> ManifestRead:
-    """The current manifest of the checkpoints at ``prefix``. The newest generation can vanish between the listing
-    and the read only because a newer one made it old: then the listing is taken again."""
+    """The current manifest of the checkpoints at ``prefix``: the newest generation that is a manifest. One that
+    is not (garbage, too large: the training's keys can write here) is passed over for the one before it, said in
+    the log; the next commit still goes after the newest, so nothing is overwritten. The newest generation can
+    vanish between the listing and the read only because a newer one made it old: then the listing is taken
+    again."""
     for _ in range(_COMMIT_TRIES):
         listed = _generations(store, prefix)
         if not listed:
-            doc = store.get_json(prefix + LEGACY_MANIFEST)
-            return ManifestRead(Manifest() if doc is None else Manifest.model_validate(doc), 0, ())
-        doc = store.get_json(generation_key(prefix, listed[-1]))
-        if doc is not None:
-            return ManifestRead(Manifest.model_validate(doc), listed[-1], tuple(listed))
+            legacy = _decoded(store, prefix + LEGACY_MANIFEST)
+            return ManifestRead(legacy if isinstance(legacy, Manifest) else Manifest(), 0, ())
+        for generation in reversed(listed):
+            found = _decoded(store, generation_key(prefix, generation))
+            if found is None and generation == listed[-1]:
+                break  # the newest went: list again
+            if isinstance(found, Manifest):
+                return ManifestRead(found, listed[-1], tuple(listed))
+        else:
+            return ManifestRead(Manifest(), listed[-1], tuple(listed))  # none readable: start over after them
     raise TransientError("ManifestMoving", f"the manifest at {prefix} kept changing while it was read")
+
+
+def _decoded(store: ManifestStore, key: str) -> Manifest | Unread | None:
+    """The manifest at ``key``, None when there is none, or why what is there is not one (logged)."""
+    try:
+        data = store.get_bytes(key, limit=MANIFEST_LIMIT)
+    except ObjectTooLarge as exc:
+        log.warning("%s; passed over", exc)
+        return Unread(key, UnreadWhy.TOO_LARGE, str(exc))
+    if data is None:
+        return None
+    found = decode_doc(key, data, Manifest, MANIFEST_LIMIT)
+    if isinstance(found, Unread):
+        log.warning("%s", found.describe().replace("taken as absent", "passed over"))
+    return found
 
 
 def commit(store: ManifestStore, prefix: str, update: Update) -> tuple[Manifest, list[CheckpointEntry]]:

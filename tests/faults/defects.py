@@ -123,6 +123,15 @@ DEFECTS: tuple[Defect, ...] = (
         "every round and before every word to the study; a run that lost it stops, saying so",
         ("tests/unit/sweep/test_run.py::test_one_sweep_run_drives_a_study_and_one_taken_over_tells_it_nothing_more",),
     ),
+    Defect(
+        "4", "a checkpoint manifest that is not one (garbage or oversized, written with the keys the training holds) "
+        "made the agent's uploader and `cvmjob status` raise",
+        "a manifest generation that does not decode, or is past 4 MiB, is passed over for the one before it (said "
+        "in the log), and the next commit goes after it, never over it",
+        ("tests/unit/agent/test_manifest_garbage.py::"
+         "test_garbage_or_oversized_generations_are_passed_over_and_the_next_commit_goes_after_them",
+         "tests/unit/agent/test_manifest_garbage.py::test_nothing_readable_is_an_empty_manifest_not_an_error"),
+    ),
 )
 
 # Sections of prose docs/reliability.md carries after the defects: (heading, markdown text).

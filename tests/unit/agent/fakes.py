@@ -11,7 +11,7 @@ from typing import Any
 
 from crc64ecma import update as crc64
 from orchestrator.providers.tencent import errors
-from orchestrator.providers.tencent.storage import ObjectInfo, Progress, Sending, Wanted
+from orchestrator.providers.tencent.storage import ObjectInfo, ObjectTooLarge, Progress, Sending, Wanted
 
 
 class MemoryStore:
@@ -43,8 +43,11 @@ class MemoryStore:
         # Only when asked: tests replace put_bytes with functions of the plain signature.
         return self.put_bytes(key, data, create_only=True) if create_only else self.put_bytes(key, data)
 
-    def get_bytes(self, key: str) -> bytes | None:
-        return self.objects.get(key)
+    def get_bytes(self, key: str, limit: int | None = None) -> bytes | None:
+        data = self.objects.get(key)
+        if data is not None and limit is not None and len(data) > limit:
+            raise ObjectTooLarge(key, len(data), limit)
+        return data
 
     def get_json(self, key: str) -> Any:
         data = self.get_bytes(key)
