@@ -553,9 +553,11 @@ class Executor:
 
     def _ApplyImageRetention(self, action: ApplyImageRetention) -> Next:
         job = self.job()
-        # Only this owner's: another user's images of a job with the same name are not ours to delete (they were).
-        mine = retrying(lambda: images.find_by_tags(self.sdk, {TAG_NAME: self.spec.name, TAG_OWNER: owner()}))
-        ready = sorted((i for i in mine if i.state.ready), key=lambda i: i.created_at)
+        # Only images of jobs this store holds: $USER@hostname is shared by a second CVMJOB_HOME, a CI runner or a
+        # host of the same name, whose job of the same name made its own images (they were deleted).
+        named = retrying(lambda: images.find_by_tags(self.sdk, {TAG_NAME: self.spec.name, TAG_OWNER: owner()}))
+        known = self.store.get_many({i.tags.get(TAG_JOB, "") for i in named})
+        ready = sorted((i for i in named if i.state.ready and i.tags.get(TAG_JOB) in known), key=lambda i: i.created_at)
         doomed = [i for i in ready[: max(0, len(ready) - action.keep_last)] if i.image_id != job.image_id]
         if doomed:
             try:

@@ -541,33 +541,44 @@ def image_hangs(w: World) -> None:
 
 @scenario("14-image-retention-spares-others", GROUP, cost=25)
 def image_retention(w: World) -> None:
-    """snapshot.keep_last 1 with two older images of the same job name: the one this controller's owner made is
-    deleted, the one another user made (same name, another cvmjob:owner) is not this job's to judge."""
+    """snapshot.keep_last 1 with three older images of the same job name: the one of an earlier job of this store
+    is deleted; one another user made (another cvmjob:owner) and one of a job another home holds (the same owner
+    tag: a second CVMJOB_HOME, a CI runner) are not this job's to judge."""
     from tencentcloud.cvm.v20170312 import models
 
     job_id = w.submit("snapshot.keep_last=1", "train.command=exec python3 tiny.py --steps 60 --step-seconds 0.1")
+    job, store = w.job(job_id), w.store()
+    now = job.created_at  # an earlier job of the same name in this store, long finished
+    store.create_job("job-earlier0", job.name, job.spec, job.plan, job.cloud, now=now, deadline=now + 60,
+                     source_dir=job.source_dir, settings={})
+    token = store.acquire("job-earlier0", "fault-test", ttl=60, now=now)
+    store.transition("job-earlier0", token, JobState.PENDING, JobState.CANCELLED, "an earlier job", now)
+    store.release("job-earlier0", token)
     process = w.resume(job_id)
     w.wait_phase(job_id, "training", min_step=2)
     instance = w.node_instance(job_id)
     made: dict[str, str] = {}
-    for who in (owner(), "someone-else@elsewhere"):
+    earlier = (("ours", owner(), "job-earlier0"), ("another user's", "someone-else@elsewhere", "job-earlier0"),
+               ("another home's", owner(), "job-elsewh0"))
+    for label, who, of in earlier:
         request = models.CreateImageRequest()
-        tags = {"cvmjob:job": "job-earlier0", "cvmjob:name": "faulty", "cvmjob:owner": who}
+        tags = {"cvmjob:job": of, "cvmjob:name": job.name, "cvmjob:owner": who}
         request._deserialize({"InstanceId": instance, "ImageName": f"faulty-earlier-{len(made)}", "TagSpecification": [
             {"ResourceType": "image", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]})
         image_id: str = w.cvm().CreateImage(request).ImageId
-        made[who] = image_id
+        made[label] = image_id
 
         def ready(image_id: str = image_id) -> bool:
             return any(x.ImageId == image_id and x.ImageState == "NORMAL" for x in invariants.tagged_images(w))
 
         w.wait(ready, 30, "an earlier image")
-    w.note("two earlier images of the job's name: this owner's and another's")
+    w.note("three earlier images of the job's name: of this store's earlier job, another user's, another home's")
     successful(w, job_id, process, steps=60)
     left = {i.ImageId for i in invariants.tagged_images(w)}
-    assert made[owner()] not in left and made["someone-else@elsewhere"] in left, (made, left)
+    assert made["ours"] not in left, (made, left)
+    assert made["another user's"] in left and made["another home's"] in left, (made, left)
     request = models.DeleteImagesRequest()
-    request.ImageIds = [made["someone-else@elsewhere"]]
+    request.ImageIds = [made["another user's"], made["another home's"]]
     w.cvm().DeleteImages(request)  # not ours: the invariants judge what this controller owns
 
 
