@@ -132,6 +132,29 @@ DEFECTS: tuple[Defect, ...] = (
          "test_garbage_or_oversized_generations_are_passed_over_and_the_next_commit_goes_after_them",
          "tests/unit/agent/test_manifest_garbage.py::test_nothing_readable_is_an_empty_manifest_not_an_error"),
     ),
+    Defect(
+        "6", "a fencing token was the last one plus one, so a commit that a PostgreSQL failover lost (an asynchronous "
+        "replica promoted, or `synchronous_commit=off` and a crash) handed the same token to the next controller, "
+        "and both passed the fence",
+        "each taking of a lease draws a random 63-bit token: a lost commit never gives two holders one token, and "
+        "the holder whose commit was lost is refused at its next write or lease check",
+        ("tests/unit/state/test_leases.py::test_a_lease_whose_commit_was_lost_is_never_handed_out_again",),
+    ),
+    Defect(
+        "10", "a SQLite store with a damaged page, or a file that is not SQLite, made every command print a "
+        "traceback",
+        "every command says in one line which file is damaged and how to get out (restore a backup, or move it "
+        "aside), exit 2; the file stays byte for byte as it was (a process checks it whole before it first writes, "
+        "and never writes to a file it found damaged)",
+        ("tests/e2e/test_store_damaged.py::"
+         "test_every_command_says_the_store_is_damaged_in_one_line_and_leaves_it_as_it_is",),
+    ),
+    Defect(
+        "10", "a PostgreSQL outage killed every `cvmjob controller` replica at its first refused connection",
+        "a replica says the outage once, tries the store again with backoff, and drives its jobs on once the server "
+        "answers (the job in the test ends SUCCEEDED on its first attempt)",
+        ("tests/e2e/test_store_outage.py::test_a_controller_waits_out_a_postgresql_outage_and_its_job_succeeds",),
+    ),
 )
 
 # Sections of prose docs/reliability.md carries after the defects: (heading, markdown text).
@@ -181,5 +204,30 @@ NOTES: tuple[tuple[str, str], ...] = (
         "refuses in its state (PENDING, STARTING, STOPPING, REBOOTING) is looked at again every 2 s, as a job's "
         "teardown does, for as long as a controller waits for a launch stuck in PENDING (15 min), while the rest are "
         "collected; one still refused then is named in one error (exit 3): run `cvmjob gc` again.",
+    ),
+    (
+        "What a highly available PostgreSQL store needs",
+        "cvmjob's fence is a check inside the database: a job's write commits only in the transaction that finds "
+        "the writer's lease token on the job's row. It is exactly as good as the database's memory of what it "
+        "acknowledged. A store shared by replicas that must survive the loss of a server needs:\n\n"
+        "- synchronous replication to a quorum: `synchronous_standby_names = 'ANY 1 (a, b)'` (or `FIRST n`) with "
+        "`synchronous_commit = on` (the standby has the commit on disk before the client hears of it) or "
+        "`remote_apply` (visible there too); never `off`, `local` or `remote_write` for cvmjob's database (on a "
+        "shared server: `ALTER DATABASE cvmjob SET synchronous_commit = on`);\n"
+        "- failover only to a standby that was synchronous (Patroni's `synchronous_mode` and "
+        "`synchronous_mode_strict`, or your operator's equivalent), never an automatic promotion of an asynchronous "
+        "replica, and the old primary fenced (stopped, or cut off from clients) before the new one takes writes;\n"
+        "- `fsync` and `full_page_writes` on (the defaults).\n\n"
+        "Otherwise a failover loses the commits the new primary never received. Until issue 27 a fencing token was "
+        "the last one plus one, so the controller that took a lease next got the lost holder's token again and both "
+        "passed the fence. Now each taking of a lease draws a random 63-bit token: the controller whose taking was "
+        "lost is refused (`FencedOut`) at its next write or lease check and stops driving the job, and the new "
+        "holder drives it. What no fence in the database can protect: the lost commits themselves (a transition, a "
+        "node record written after RunInstances), which the next holder does again or finds again in the cloud "
+        "(every action survives a crash at any point; ClientTokens and tags make a repeated launch the same "
+        "launch), and a holder from before the lost commits (a controller that `resume --force` took over from "
+        "while it still ran), whose token the rollback made current again until the next taking. A `cvmjob "
+        "controller` replica waits out an outage or a failover (said once, tried again with backoff up to 15 s "
+        "apart) and drives on when the server answers.",
     ),
 )
