@@ -10,8 +10,10 @@ call) delays only its own job.
 Steps run most urgent first (controller/steps.py): launches and recoveries, then the jobs booting or ending, then
 the looks at training jobs; only the urgent ones wait for API tokens as long as it takes, the others give their
 thread back after PATIENCE_SECONDS and come back when their turn is near (providers/tencent/budget.py).
-Leases are renewed every third of their life; a job whose lease is gone (another controller took it) or whose
-step failed for good is dropped, never driven twice.
+Leases are renewed every third of their life (at every round while a renewal fails); a job whose lease is gone
+(another controller took it) or whose step failed for good is dropped, never driven twice. Each job's lease guard
+(lifecycle/lease.py) stops its cloud calls, between two attempts of one too, once the lease is known to be another's
+or was last renewed longer ago than its TTL less a margin: the job is then dropped without acting again.
 
 ``cvmjob run`` is this engine holding one job (``drive``); ``cvmjob controller`` is this engine claiming jobs from
 the store (controller/service.py).
@@ -34,6 +36,7 @@ from ..contract import CANCEL_NOW_SIGNAL, CANCEL_SIGNAL, SIGNALS_PREFIX, Phase, 
 from ..lifecycle.actions import Action, Move, Wait
 from ..lifecycle.decide import ACTS_ON_CANCEL, decide
 from ..lifecycle.execute import Emit, Ensured, Executor, Next, PermanentFailure
+from ..lifecycle.lease import LeaseGuard
 from ..lifecycle.machine import JobState
 from ..lifecycle.observation import Observation
 from ..lifecycle.observe import CloudLook, look, observe_agents
@@ -43,6 +46,7 @@ from ..providers.tencent import TencentSdk
 from ..providers.tencent.budget import ApiBudget, OverBudget, patience
 from ..providers.tencent.errors import CloudError, NotFoundError, TransientError
 from ..providers.tencent.storage import ObjectStore
+from ..retry import waited
 from ..spec.models import JobSpec
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
 from ..target import Target, connect, reconnect
@@ -119,18 +123,20 @@ class Engine:
         lease_seconds: float = LEASE_SECONDS,
         raise_errors: bool = False,
         tick_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``raise_errors``: a step's failure ends ``round()`` with it (one job in the foreground); otherwise the
-        job is dropped and logged (a service holding many)."""
+        job is dropped and logged (a service holding many). ``clock``: monotonic, for the leases' guards."""
         self.store = store
         self.owner = owner
         self.now = now
+        self.clock = clock
         self.lease_seconds = lease_seconds
         self.raise_errors = raise_errors
         self.tick_seconds = tick_seconds  # the shortest time between two rounds (0: one job, react at once)
         self._round_at = 0.0
         self.share = 1.0  # of the API budget: 1 / live controllers of this store (service.py keeps it current)
-        self.budget = ApiBudget(share=lambda: self.share)
+        self.budget = ApiBudget(share=lambda: self.share, sleep=_token_wait)
         self.held: dict[str, Held] = {}
         self.wake = threading.Event()
         self._connections: dict[str, TencentSdk] = {}
@@ -139,7 +145,7 @@ class Engine:
         self._listed_at = float("-inf")
         self._step_ended = threading.Event()  # set with wake when a step (not a look, not a listing) ends
         self._looks: list[tuple[Future[dict[str, CloudLook] | CloudError], list[_Due]]] = []
-        self._renewed = now()
+        self._renewed = clock()  # on the monotonic clock: a wall clock stepped back held renewals up
         self._ensured = Ensured()
         # Jobs held with controls of their own (a `cvmjob run` in the foreground): the only ones whose controls
         # sleep() polls (a poll over a thousand held jobs, ten times a second, was a busy controller's CPU).
@@ -156,6 +162,7 @@ class Engine:
         if controls is not None:
             self._steered.add(job_id)
         controls = controls or Controls()
+        guard = LeaseGuard(job_id, self.lease_seconds, partial(self.store.check_lease, job_id, token), self.clock)
         executor = Executor(
             store=self.store,
             token=token,
@@ -166,6 +173,7 @@ class Engine:
             spec=JobSpec.model_validate(job.spec),
             plan=plan,
             source_dir=Path(job.source_dir),
+            guard=guard,
             now=self.now,
             emit=emit,
             ensured=self._ensured,
@@ -410,12 +418,22 @@ class Engine:
                 self.drop(job_id)
 
     def _renew(self) -> None:
-        if self.now() - self._renewed < self.lease_seconds / 3:
+        """Every third of the lease's life; while a renewal fails (the store busy or down: it raises), at every
+        round, and the guards' clocks go on from the last one that succeeded."""
+        started = self.clock()
+        if started - self._renewed < self.lease_seconds / 3:
             return
-        self._renewed = self.now()
         tokens = {job_id: held.token for job_id, held in self.held.items()}
-        for job_id in self.store.renew_all(self.owner, tokens, self.lease_seconds, self.now()):
-            self.held.pop(job_id, None)
+        gone = self.store.renew_all(self.owner, tokens, self.lease_seconds, self.now())
+        self._renewed = started
+        for job_id, held in self.held.items():
+            if job_id not in gone:
+                held.executor.guard.renewed(started)
+        for job_id in gone:
+            taken = self.held.pop(job_id, None)
+            if taken is not None:  # a step of it in flight stops before its next cloud call
+                taken.executor.guard.lose(f"job {job_id}: lease token {tokens[job_id]} is stale: another controller "
+                                         "took it")
             if self.raise_errors:
                 raise FencedOut(f"job {job_id}: lease token {tokens[job_id]} is stale: another controller took it")
             log.warning("job %s: another controller took its lease; letting it go", job_id)
@@ -448,6 +466,8 @@ class Engine:
             if held.settings.pool is not None:
                 idle = PoolStore(self.store).idle(held.settings.pool, held.plan.reserved_placements())
                 observation = replace(observation, pool_idle=idle)
+            if executor.keys_refused is not None:  # decide() retries it, and does not take the silence for a loss
+                observation = replace(observation, keys_refused=executor.keys_refused)
             if held.on_round is not None:
                 held.on_round(job, observation)
             actions = decide(job, nodes, observation, held.settings, held.plan, job.entered_at)
@@ -491,6 +511,13 @@ class Engine:
                 log.debug("job %s: %s", job.job_id, exc)
                 return self.now() + exc.ready_in
         return self.now()
+
+
+def _token_wait(seconds: float) -> None:
+    """A call's wait for its API token, after which the job's lease guard is asked again: a controller paused in it
+    would otherwise send the call it waited for, its lease long gone (retry.waited)."""
+    time.sleep(seconds)
+    waited()
 
 
 def _list_signals(state: ObjectStore) -> tuple[ObjectStore, list[str] | None]:

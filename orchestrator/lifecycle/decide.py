@@ -35,7 +35,7 @@ from .actions import (
     Wait,
 )
 from .machine import JobState
-from .observation import NodeSeen, Observation
+from .observation import KeysRefused, NodeSeen, Observation
 from .recovery import Backoff, GiveUp, Relaunch, next_placement, summarize
 from .settings import Settings
 
@@ -45,6 +45,10 @@ S = JobState
 # once per silence: again only after it reported since (every 30 s while quiet made a loaded controller with a
 # thousand late heartbeats spend most of its time on GetFederationToken).
 KEYS_REFRESH_BEFORE = 1800.0  # the agents' short-lived keys are replaced this long before they expire
+# A refused refresh (the controller's key may not issue keys) is tried again after this, doubling up to the max:
+# the permission may come back while the agents' keys last.
+KEYS_RETRY_FIRST = 15.0
+KEYS_RETRY_MAX = 300.0
 # A cancel without a checkpoint: the agent stops the training (a few seconds' grace), ships its last logs and its
 # result; one that has not after this long is torn down anyway (its instance bills while it waits).
 STOP_NOW_GRACE = 30.0
@@ -202,12 +206,22 @@ def _to_imaging(results: list[Result]) -> Move:
     return Move(S.IMAGING, f"training succeeded; creating the image: {contents.describe()}")
 
 
+def keys_retry_at(refused: KeysRefused) -> float:
+    """When a refused refresh of the agents' keys is tried again."""
+    return refused.at + min(KEYS_RETRY_MAX, KEYS_RETRY_FIRST * 2.0 ** (refused.tries - 1))
+
+
 def _refresh(r: _Round) -> list[Action]:
     """New short-lived keys for the agents (credentials: sts) before theirs expire, or when one went quiet: an
-    agent that stopped reporting may hold keys the cloud no longer takes (expired early, revoked)."""
+    agent that stopped reporting may hold keys the cloud no longer takes (expired early, revoked). A refused
+    refresh is tried again with backoff, whatever the agents do meanwhile."""
     if not r.s.short_lived_keys:
         return []
-    job, now = r.job, r.obs.now
+    job, now, refused = r.job, r.obs.now, r.obs.keys_refused
+    if refused is not None:
+        if now < keys_retry_at(refused):
+            return []
+        return [RefreshCredentials(f"trying again after {refused.tries} refusal(s)")]
     if job.keys_expire_at is None:
         return [RefreshCredentials("none are on record for this attempt")]
     if job.keys_expire_at - now < KEYS_REFRESH_BEFORE:
@@ -268,6 +282,11 @@ def _running(r: _Round) -> list[Action]:
             return [RequestCancel("cancelled by the user", checkpoint=False),
                     Move(S.CANCELLING, "asking the agents to stop now, without a checkpoint")]
         return [RequestCancel("cancelled by the user"), Move(S.CANCELLING, "asking the agents to checkpoint and stop")]
+    refused = r.obs.keys_refused if r.s.short_lived_keys else None
+    if refused is not None and r.job.keys_expire_at is not None and r.obs.now >= r.job.keys_expire_at:
+        return _fail(r.s, S.FAILED_ERROR, f"the agents' COS keys expired: {refused.reason}", r.obs.now)
+    # An agent given new keys since it went quiet has the whole staleness from then to report with them.
+    keys_since = (r.job.keys_issued_at or 0.0) if r.s.short_lived_keys else 0.0
     stale = [
         v
         for v in r.obs.nodes
@@ -275,8 +294,10 @@ def _running(r: _Round) -> list[Action]:
         and v.result is None
         and v.status is not None
         and v.status.phase != Phase.PREEMPTED
-        and r.obs.now - v.status.time > r.s.recovery.heartbeat_stale_after
+        and r.obs.now - max(v.status.time, keys_since) > r.s.recovery.heartbeat_stale_after
     ]
+    if stale and (ours := _silence_of_ours(r)):
+        return ours
     if stale:
         ids = tuple(v.instance_id for v in stale if v.instance_id and not _pool_node(r.current, v.node))
         updates = tuple((v.node, "lost", "heartbeat stale: the agent stopped reporting") for v in stale)
@@ -291,6 +312,20 @@ def _running(r: _Round) -> list[Action]:
         # The agent signals its end before its result: a reclaimed node's emergency checkpoint, a last upload.
         return [*_refresh(r), Wait(r.s.poll_seconds, "an agent ended its attempt; its result follows")]
     return [*_refresh(r), Wait(r.s.poll_training_seconds, "running", routine=True)]
+
+
+def _silence_of_ours(r: _Round) -> list[Action]:
+    """A silent agent is not taken for a lost instance while the controller owes it keys: their refresh was
+    refused (it is retried while the agent's keys last; _running fails the job once they expire), or is due and
+    not yet tried since it went quiet (its keys may be what silenced it: a restarted controller had not tried)."""
+    if not r.s.short_lived_keys:
+        return []
+    refresh = _refresh(r)
+    if r.obs.keys_refused is None and not refresh:
+        return []
+    why = "its new COS keys were refused" if r.obs.keys_refused is not None else "its keys are being replaced"
+    return [*refresh, Wait(r.s.poll_seconds, f"an agent is silent and {why}: not taking it for a lost instance",
+                           tell=r.obs.keys_refused is not None)]
 
 
 def _recovering(r: _Round) -> list[Action]:

@@ -44,10 +44,17 @@ from ..contract import (
 from ..home import cvmjob_home
 from ..plan.models import Placement, Plan
 from ..providers.tencent import TencentSdk, billing, compute, images, sts
-from ..providers.tencent.errors import CapacityError, CloudError, QuotaError, StateConflictError, TransientError
+from ..providers.tencent.errors import (
+    AuthError,
+    CapacityError,
+    CloudError,
+    QuotaError,
+    StateConflictError,
+    TransientError,
+)
 from ..providers.tencent.storage import ObjectStore
 from ..providers.tencent.vocabulary import ChargeType, ImageState
-from ..retry import retrying
+from ..retry import guarded, retrying
 from ..spec.models import JobSpec
 from ..spec.snapshot import render_snapshot_name
 from ..state.store import ImageRecord, JobRecord, NodeRecord, PoolStore, Store
@@ -71,7 +78,9 @@ from .actions import (
     Terminate,
     Wait,
 )
+from .lease import LeaseGuard
 from .machine import JobState
+from .observation import KeysRefused
 from .observe import read_node_doc
 
 ACTION_TIMER_MARGIN = 600.0  # the instance's own deadline trails the job's by this much
@@ -90,6 +99,16 @@ class Next(Enum):
 
 class PermanentFailure(RuntimeError):
     """A cloud error no retry or other placement fixes (bad parameters, permissions): the job fails."""
+
+
+class AgentKeysRefused(PermanentFailure):
+    """The cloud refused to issue the agents' short-lived COS keys; the message names the permission. Fatal to an
+    attempt that has none yet; a refresh is retried while the agents' keys last (decide.py)."""
+
+
+def keys_refusal(exc: AuthError) -> str:
+    return (f"the cloud refused new COS keys for the agents ({exc.code}: {exc.message}); the controller's key needs "
+            "the CAM action sts:GetFederationToken")
 
 
 @dataclass
@@ -131,11 +150,16 @@ class Executor:
     spec: JobSpec
     plan: Plan
     source_dir: Path
+    guard: LeaseGuard  # consulted before every action and every attempt of its cloud calls
     now: Callable[[], float] = time.time
     emit: Emit = lambda kind, message: None
     ensured: Ensured = field(default_factory=Ensured)  # shared by the executors of one engine
     _told: str = ""  # the reason of the last Wait told to the user, while it lasts
     _unread_told: set[tuple[str, UnreadWhy]] = field(default_factory=set)  # agent documents said to be taken absent
+    # The cloud's refusal of the agents' new keys, until keys are issued again: decide() reads it (Observation) to
+    # retry with backoff and not to take the silence it causes for a lost instance. A restarted controller learns
+    # it again by its first try.
+    keys_refused: KeysRefused | None = None
 
     @property
     def layout(self) -> JobLayout:
@@ -168,9 +192,11 @@ class Executor:
         if not isinstance(action, Wait):
             # A stale controller (another took the lease while it was paused) must not act at all: its writes to
             # the store are fenced, but its cloud calls came first (a Terminate, a Launch, the agents' keys).
+            self.guard.check()
             self.store.check_lease(self.job_id, self.token)
         handler: Callable[[Executor, Any], Next] = _HANDLERS[type(action)]
-        return handler(self, action)
+        with guarded(self.guard.check):  # and before every attempt of its cloud calls (lifecycle/lease.py)
+            return handler(self, action)
 
     # -- staging and attempts ----------------------------------------------------------------------------
     def _Stage(self, action: Stage) -> Next:
@@ -303,7 +329,11 @@ class Executor:
         )
 
     def _write_credentials(self, attempt: int) -> TemporaryKeys:
-        keys = self._issue_keys()
+        try:
+            keys = self._issue_keys()
+        except AuthError as exc:  # escaping as it was, it killed the controller and left the job to its silence
+            raise AgentKeysRefused(keys_refusal(exc)) from exc
+        self.keys_refused = None
         retrying(
             lambda: self.state.put_json(
                 self.layout.credentials(attempt), CredentialsDoc(keys=keys).model_dump(mode="json")
@@ -366,10 +396,30 @@ class Executor:
         return {} if keys is None else {"keys_issued_at": self.now(), "keys_expire_at": float(keys.expires_at)}
 
     def _RefreshCredentials(self, action: RefreshCredentials) -> Next:
-        keys = self._write_credentials(self.job().attempt)
+        refused = self.keys_refused
+        try:
+            keys = self._write_credentials(self.job().attempt)
+        except AgentKeysRefused as exc:
+            self._keys_refused(str(exc))
+            return Next.CONTINUE
         self.store.update(self.job_id, self.token, self.now(), **self._keys_on_record(keys))
+        if refused is not None:
+            self.store.note(self.job_id, self.token, "credentials",
+                            f"new COS keys issued to the agents after {refused.tries} refusal(s)", self.now())
         self.emit("credentials", f"issued fresh short-lived COS keys to the agents ({action.reason})")
         return Next.CONTINUE
+
+    def _keys_refused(self, reason: str) -> None:
+        """Remembered for decide() (it retries with backoff while the agents' keys last); said once, not at every
+        try."""
+        tries = 1 if self.keys_refused is None else self.keys_refused.tries + 1
+        self.keys_refused = KeysRefused(reason, self.now(), tries)
+        if tries == 1:
+            expires = self.job().keys_expire_at
+            left = "" if expires is None else f" (theirs expire in {max(0.0, expires - self.now()) / 60:.0f} min)"
+            said = f"{reason}; trying again while the agents' keys last{left}"
+            self.store.note(self.job_id, self.token, "credentials", said, self.now())
+            self.emit("credentials", said)
 
     # -- instances ---------------------------------------------------------------------------------------
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:

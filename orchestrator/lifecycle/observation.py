@@ -20,6 +20,16 @@ class NodeSeen:
 
 
 @dataclass(frozen=True)
+class KeysRefused:
+    """The cloud refused the agents' new short-lived keys: the stated reason (it names the missing permission),
+    the last refusal's time and how many in a row."""
+
+    reason: str
+    at: float
+    tries: int
+
+
+@dataclass(frozen=True)
 class Observation:
     now: float
     # False when the instance lookup failed: nothing may then be concluded about instances (design.md §4).
@@ -37,3 +47,5 @@ class Observation:
     unread: tuple[Unread, ...] = ()
     # Reserved jobs: idle pool members matching the plan's placements (None for other billing modes).
     pool_idle: int | None = None
+    # The refresh of the agents' keys was refused (and not issued since): their silence is this controller's doing.
+    keys_refused: KeysRefused | None = None

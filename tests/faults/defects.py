@@ -155,6 +155,30 @@ DEFECTS: tuple[Defect, ...] = (
         "answers (the job in the test ends SUCCEEDED on its first attempt)",
         ("tests/e2e/test_store_outage.py::test_a_controller_waits_out_a_postgresql_outage_and_its_job_succeeds",),
     ),
+    Defect(
+        "7", "a controller paused inside a retried call (`retrying()`) went on with its next attempt, and sent "
+        "TerminateInstances after another controller had taken the job over (scenario "
+        "`stale-controller-inside-a-retry`); renewals failing for longer than the lease did not stop its cloud calls",
+        "every action and every attempt of its cloud calls asks the job's lease guard first: it refuses once the lease "
+        "is known to be another's (the store is asked after every wait) or its last renewal is older than two thirds "
+        "of the TTL on the monotonic clock, and the engine drops the job without acting again",
+        ("tests/faults/test_fencing.py::test_fencing_on_the_emulator",
+         "tests/unit/controller/test_engine.py::test_cloud_calls_stop_once_renewals_failed_for_the_ttl_less_a_margin",
+         "tests/unit/test_retry.py::test_every_attempt_is_preceded_by_the_guard_and_its_refusal_stops_the_retries"),
+    ),
+    Defect(
+        "8", "a refused refresh of the agents' STS keys (`AuthError`) escaped the engine: `cvmjob run` died, and the "
+        "quiet agent was taken for a lost instance and its healthy training terminated (scenario "
+        "`key-refresh-refused`)",
+        "a refused refresh is one event naming `sts:GetFederationToken`, retried with backoff while the agents' keys "
+        "last; the silence it causes is never read as a lost instance; once the keys expire the job fails with that "
+        "reason and tears down",
+        ("tests/faults/test_keys.py::test_keys_on_the_emulator",
+         "tests/unit/lifecycle/test_decide.py::"
+         "test_a_silent_agent_whose_keys_the_controller_owes_is_not_taken_for_a_lost_instance",
+         "tests/unit/lifecycle/test_execute.py::"
+         "test_a_refused_refresh_is_said_once_naming_the_permission_and_the_controller_goes_on"),
+    ),
 )
 
 # Sections of prose docs/reliability.md carries after the defects: (heading, markdown text).

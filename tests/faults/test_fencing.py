@@ -14,11 +14,12 @@ import pytest
 
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import Executor
+from orchestrator.lifecycle.lease import LeaseGuard
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.plan.models import Placement
 from orchestrator.state.store import FencedOut, ImageRecord, LeaseHeld, NodeRecord, Store
 from tests.faults.conftest import expect_scenario
-from tests.faults.harness import Pool, Record, World, names, scenario
+from tests.faults.harness import BOOTED_WITHIN, Pool, Record, World, names, scenario
 from tests.waiting import settled
 
 GROUP = "fencing"
@@ -81,8 +82,9 @@ def test_a_stale_controller_acts_on_nothing(tmp_path: Path, record: Record) -> N
     cancel, credentials, staging, bill, the fingerprint index)."""
     store, stale, _ = _job(tmp_path)
     trip: Any = Tripwire()
+    guard = LeaseGuard("job-1", 30, lambda: store.check_lease("job-1", stale))
     executor = Executor(store=store, token=stale, job_id="job-1", target=trip, sdk=trip, state=trip, spec=trip,
-                        plan=trip, source_dir=tmp_path)
+                        plan=trip, source_dir=tmp_path, guard=guard)
     every: list[A.Action] = [
         A.Stage(), A.StartAttempt(PLACEMENT, "x"), A.Launch(0), A.MarkNodes(((0, "lost", "x"),)),
         A.Move(JobState.STAGING, "x"), A.RequestCancel("x"), A.CreateImage(), A.ApplyImageRetention(1),
@@ -127,6 +129,41 @@ def stale_controller(w: World) -> None:
     assert w.job(job_id).state == JobState.SUCCEEDED
     assert [e.to_state for e in w.store().events(job_id)].count("SUCCEEDED") == 1
     assert len(w.admin.instances()) == 1
+
+
+@scenario("stale-controller-inside-a-retry", GROUP, cost=40)
+def stale_inside_a_retry(w: World) -> None:
+    """Controller A is paused (SIGSTOP) inside a retried TerminateInstances that keeps failing; B takes over
+    (`resume --force`), tries the call too and is paused. A wakes up between two attempts of its retried call: it
+    makes no further cloud call (the lease is checked before every attempt) and stops (FencedOut, exit 3, one
+    line). B resumes and finishes the job, once."""
+    job_id = w.submit()
+    w.inject("error", service="cvm", action="TerminateInstances", code="InternalError", count=None)
+    a = w.resume(job_id)
+
+    def terminations() -> int:
+        return len(w.admin.calls(action="TerminateInstances"))
+
+    w.wait(terminations, BOOTED_WITHIN, "A's first refused TerminateInstances", every=0.05)
+    w.pause(a)
+    w.note("SIGSTOP of controller A between two attempts of its retried TerminateInstances")
+    by_a = settled("A's TerminateInstances calls", terminations, 1.0, 30)
+    b = w.resume(job_id, "--force")
+    w.note("controller B: cvmjob resume --force")
+    w.wait(lambda: terminations() > by_a, 90, "B's TerminateInstances")
+    w.pause(b)
+    before = settled("B's TerminateInstances calls", terminations, 1.5, 30)
+    a.send_signal(signal.SIGCONT)
+    w.note("SIGCONT of controller A")
+    assert a.wait(90) == 3, w.output()
+    assert terminations() == before, "the stale controller called TerminateInstances again"
+    errors = [line for line in w.output().splitlines() if line.startswith("error:")]
+    assert any("stale" in line for line in errors), errors
+    w.clear_faults()
+    b.send_signal(signal.SIGCONT)
+    assert b.wait(90) == 0, w.output()
+    assert w.job(job_id).state == JobState.SUCCEEDED
+    assert [e.to_state for e in w.store().events(job_id)].count("SUCCEEDED") == 1
 
 
 @pytest.mark.parametrize("scenario_name", names(GROUP))

@@ -242,7 +242,9 @@ def test_instance_gone_without_a_result_is_a_reclaim_without_notice() -> None:
 
 def test_stale_heartbeat_terminates_and_recovers() -> None:
     stale = status(at=NOW - SETTINGS.recovery.heartbeat_stale_after - 1)
-    actions = run(job(S.RUNNING), seen(instance(), stale))
+    # Given new keys since it went quiet, and silent for the staleness since.
+    renewed = job(S.RUNNING, keys_issued_at=stale.time + 0.5, keys_expire_at=NOW + 7000)
+    actions = run(renewed, seen(instance(), stale))
     assert actions[0] == Terminate(("ins-00000001",), "its agent stopped reporting")
     assert isinstance(actions[-1], Move) and actions[-1].target == S.RECOVERING
 
@@ -413,3 +415,41 @@ def test_a_failed_image_is_deleted_and_the_job_succeeds_without_it() -> None:
     actions = run(job(S.IMAGING, image_id="img-00000001"), replace(seen(instance()), image=failed))
     assert actions[0] == DiscardImage("img-00000001")
     assert isinstance(actions[1], Move) and actions[1].outcome == S.SUCCEEDED
+
+
+def test_a_silent_agent_whose_keys_the_controller_owes_is_not_taken_for_a_lost_instance() -> None:
+    """Issue 27, item 8: the silence of an agent whose new keys were refused (or not yet tried since it went
+    quiet) is the controller's doing: no termination for it; the refusal is retried with backoff while the keys
+    last, and once they expire the job fails with the refusal as its reason."""
+    from orchestrator.lifecycle.actions import RefreshCredentials
+    from orchestrator.lifecycle.decide import KEYS_RETRY_FIRST
+    from orchestrator.lifecycle.observation import KeysRefused
+
+    stale = status(at=NOW - SETTINGS.recovery.heartbeat_stale_after - 1)
+    keys = job(S.RUNNING, keys_issued_at=stale.time - 600, keys_expire_at=NOW + 3000)
+    # Not yet tried since it went quiet: new keys first, no conclusion.
+    actions = run(keys, seen(instance(), stale))
+    assert [type(a) for a in actions] == [RefreshCredentials, Wait], actions
+    refused = KeysRefused("the cloud refused new COS keys (sts:GetFederationToken)", NOW - 5, 1)
+    obs = replace(seen(instance(), stale), keys_refused=refused)
+    waiting = run(keys, obs)
+    assert [type(a) for a in waiting] == [Wait] and "refused" in waiting[0].reason, waiting  # type: ignore[attr-defined]
+    later = replace(obs, now=refused.at + KEYS_RETRY_FIRST + 1)
+    assert [type(a) for a in run(keys, later)] == [RefreshCredentials, Wait]
+    twice = replace(later, keys_refused=replace(refused, tries=2))  # the backoff doubles
+    assert [type(a) for a in run(keys, twice)] == [Wait]
+    # A reporting agent's keys are retried all the same (the refusal clears as soon as keys are issued).
+    healthy = replace(seen(instance(), status()), keys_refused=refused, now=refused.at + KEYS_RETRY_FIRST + 1)
+    assert [type(a) for a in run(keys, healthy)] == [RefreshCredentials, Wait]
+    # Their keys expired: the job fails with the refusal as the reason and tears down.
+    expired = replace(obs, now=keys.keys_expire_at)  # type: ignore[arg-type]
+    assert run(keys, expired) == [Move(S.TEARING_DOWN, f"the agents' COS keys expired: {refused.reason}",
+                                       outcome=S.FAILED_ERROR)]
+    # New keys issued: the agent has the whole staleness from then to report with them, then it is lost.
+    issued = replace(keys, keys_issued_at=NOW - 5)
+    assert [type(a) for a in run(issued, seen(instance(), stale))] == [Wait]
+    late = replace(seen(instance(), stale), now=NOW + SETTINGS.recovery.heartbeat_stale_after)
+    assert isinstance(run(issued, late)[0], Terminate)
+    # A CAM role's keys are not the controller's to give: a silent agent is lost as before.
+    role = replace(SETTINGS, short_lived_keys=False)
+    assert isinstance(run(keys, obs, settings=role)[0], Terminate)

@@ -14,7 +14,8 @@ import pytest
 from orchestrator import fingerprint
 from orchestrator.contract import AgentConfig, JobLayout, Phase, RunFacts, Status, latest_key
 from orchestrator.lifecycle import actions as A
-from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next
+from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next, PermanentFailure
+from orchestrator.lifecycle.lease import LeaseGuard
 from orchestrator.lifecycle.machine import JobState
 from orchestrator.plan.models import Placement, Plan
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute, images
@@ -64,7 +65,8 @@ def run(emulator: EmulatorProcess, tmp_path: Path) -> Iterator[Run]:
     told: list[tuple[str, str]] = []
     executor = Executor(store=store, token=token, job_id=job_id, target=target, sdk=sdk, plan=plan,
                         state=ObjectStore(sdk, plan.state_bucket), spec=spec, source_dir=REPO / "jobs" / "quickstart",
-                        emit=lambda kind, message: told.append((kind, message)))
+                        emit=lambda kind, message: told.append((kind, message)),
+                        guard=LeaseGuard(job_id, 3600, lambda: store.check_lease(job_id, token)))
     yield Run(executor, store, sdk, emulator, told)
     emulator.admin.advance(5)  # a PENDING instance cannot be terminated
     for i in compute.find_by_tags(sdk, {TAG_JOB: job_id}):
@@ -165,6 +167,29 @@ def test_an_attempts_keys_are_on_record_for_decide_and_a_refresh_replaces_them(r
     second = run.store.get(run.job_id)
     assert second is not None and second.keys_issued_at is not None and second.keys_issued_at >= first.keys_issued_at
     assert ("credentials", "issued fresh short-lived COS keys to the agents (a test)") in run.told
+
+
+def test_a_refused_refresh_is_said_once_naming_the_permission_and_the_controller_goes_on(run: Run) -> None:
+    """Issue 27, item 8: GetFederationToken refused (the permission taken away) is remembered for decide() and said
+    once, naming sts:GetFederationToken; it does not escape (it killed the controller); an attempt that would start
+    without keys fails with that reason; once keys are issued again, the refusal is over."""
+    start(run)
+    permission = "sts:GetFederationToken"
+    run.emulator.admin.inject("error", service="sts", action="GetFederationToken",
+                              code="AuthFailure.UnauthorizedOperation",
+                              message=f"The credential's policy does not allow name/{permission}.", count=None)
+    for _ in range(2):
+        assert run.executor.run(A.RefreshCredentials("a test")) is Next.CONTINUE
+    refused = run.executor.keys_refused
+    assert refused is not None and refused.tries == 2 and permission in refused.reason
+    stated = [e.detail for e in run.store.events(run.job_id) if permission in e.detail]
+    assert len(stated) == 1 and "AuthFailure.UnauthorizedOperation" in stated[0], stated
+    with pytest.raises(PermanentFailure, match=permission):
+        run.executor.run(A.StartAttempt(PLACEMENT, "a relaunch"))
+    run.emulator.admin.clear_faults()
+    assert run.executor.run(A.RefreshCredentials("a test")) is Next.CONTINUE
+    assert run.executor.keys_refused is None
+    assert "new COS keys issued to the agents after 2 refusal(s)" in [e.detail for e in run.store.events(run.job_id)]
 
 
 def test_a_refused_create_image_is_on_record_and_the_job_stays_where_it_is(run: Run) -> None:
