@@ -300,6 +300,47 @@ def reusable(report: PlanReport, taken: Fingerprint) -> FingerprintEntry | None:
     return retrying(lambda: fingerprint.lookup(state, taken))
 
 
+CLAIM_BIRTH_SECONDS = 120.0  # a claim whose job has no job.json yet: its runner is still submitting it
+
+
+def claim_inputs(report: PlanReport, taken: Fingerprint, waiting: Callable[[str], None],
+                 now: Callable[[], float] = time.time) -> FingerprintEntry | str:
+    """`run --if-changed`: the succeeded job to reuse, or the id of the job this runner is to submit, having claimed
+    the inputs in the state bucket. A job another runner is training on the same inputs is followed (``waiting``
+    is told its id) until it ends: reused once it succeeded; a claim whose job ended without an entry in the index
+    (failed, cancelled, its data changed) or never came is dropped, and the inputs claimed again."""
+    state = ObjectStore(connect(report.target), report.plan.state_bucket)
+    told: set[str] = set()
+    while True:
+        reused = retrying(lambda: fingerprint.lookup(state, taken))
+        if reused is not None:
+            return reused
+        job_id = new_job_id()
+        if not retrying(state.bucket_exists):
+            retrying(state.create_bucket)
+        held = retrying(partial(fingerprint.claim, state, taken, job_id, now()))
+        if held is None:
+            return job_id
+        if _in_flight(state, held, now()):
+            if held.job_id not in told:
+                waiting(held.job_id)
+                told.add(held.job_id)
+            time.sleep(POLL_SECONDS)
+            continue
+        retrying(partial(fingerprint.drop_claim, state, taken, held))
+
+
+def _in_flight(state: ObjectStore, held: fingerprint.Claim, now: float) -> bool:
+    """Whether the claim's job may still succeed: not ended, or not yet submitted by a runner that just claimed."""
+    try:
+        found = retrying(partial(jobdoc.fetch, state, held.job_id))
+    except ValueError:  # a job.json this release cannot read: no job to follow
+        return False
+    if found is None:
+        return now - held.claimed_at < CLAIM_BIRTH_SECONDS
+    return not found[0].state.is_terminal()
+
+
 def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.time,
            lease: tuple[str, float] | None = None, job_id: str | None = None,
            inputs: Fingerprint | None = None) -> str:

@@ -8,7 +8,9 @@ has succeeded, the data is listed again, and only a job whose data did not chang
 the index (DVC records its hashes after the run, so a change during the run is silently kept as done).
 
 The index lives in the state bucket (``cvmjob/_fingerprints/<digest>.json``), so a CI runner that keeps nothing
-between runs finds it.
+between runs finds it. Beside it, ``<digest>.claim.json`` names the job training on these inputs now: put
+create-only (``x-cos-forbid-overwrite``) by the runner that submits it, so that a second runner with the same
+inputs follows that job instead of training too (api.claim_inputs).
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from . import __version__, bundle
 from .contract import FINGERPRINTS_PREFIX, DataDigest, Fingerprint, FingerprintEntry
 from .home import cvmjob_home
 from .providers.tencent import TencentSdk
+from .providers.tencent.errors import AlreadyExistsError
 from .providers.tencent.storage import ObjectStore
 from .spec.models import JobSpec
 
@@ -89,3 +94,40 @@ def lookup(state: ObjectStore, fingerprint: Fingerprint) -> FingerprintEntry | N
     """The succeeded job that trained on these inputs, if the index has one."""
     found = state.get_json(index_key(fingerprint)) if state.bucket_exists() else None
     return None if found is None else FingerprintEntry.model_validate(found)
+
+
+class Claim(BaseModel):
+    """``<digest>.claim.json``: the job a runner submitted to train on these inputs, and when it claimed them."""
+
+    model_config = ConfigDict(extra="forbid")
+    job_id: str
+    claimed_at: float
+
+
+def claim_key(fingerprint: Fingerprint) -> str:
+    return f"{FINGERPRINTS_PREFIX}{digest(fingerprint)}.claim.json"
+
+
+def claim(state: ObjectStore, fingerprint: Fingerprint, job_id: str, now: float) -> Claim | None:
+    """Claims these inputs for ``job_id``: None when claimed, else the claim another runner holds (create-only:
+    of two runners, exactly one claims)."""
+    key = claim_key(fingerprint)
+    while True:
+        try:
+            state.put_json(key, Claim(job_id=job_id, claimed_at=now).model_dump(mode="json"), create_only=True)
+            return None
+        except AlreadyExistsError:
+            found = state.get_json(key)
+        if found is None:
+            continue  # deleted meanwhile (another runner found it stale): claim it again
+        try:
+            return Claim.model_validate(found)
+        except ValidationError:
+            state.delete([key])  # not a claim of ours (another writer's bytes): nobody's
+
+
+def drop_claim(state: ObjectStore, fingerprint: Fingerprint, stale: Claim) -> None:
+    """Removes a claim whose job ended without an entry in the index (or never came), unless it changed since."""
+    found = state.get_json(claim_key(fingerprint))
+    if found is not None and Claim.model_validate(found) == stale:
+        state.delete([claim_key(fingerprint)])

@@ -117,16 +117,22 @@ def run(
         for note in report.notes:
             render.err.print(f"note: {note}", markup=False)
     inputs = api.fingerprint_of(report) if if_changed else None
-    if inputs is not None and (reused := api.reusable(report, inputs)) is not None:
-        _say_up_to_date(reused, output)
-        store = _store()
-        code = tell(ci, store, api.find_job(store, reused.job_id), up_to_date=True)
-        if code is not None:
-            raise typer.Exit(code)
-        return
+    claimed = None
+    if inputs is not None:
+        # Another runner training on the same inputs is followed, not raced (docs/ci.md, "--if-changed").
+        reused = api.claim_inputs(report, inputs, _say_following)
+        if isinstance(reused, FingerprintEntry):
+            _say_up_to_date(reused, output)
+            store = _store()
+            code = tell(ci, store, api.find_job(store, reused.job_id), up_to_date=True)
+            if code is not None:
+                raise typer.Exit(code)
+            return
+        claimed = reused
     store = _store()
     me = None if detach else controller_name()
-    job_id = api.submit(report, store, lease=None if me is None else (me, LEASE_SECONDS), inputs=inputs)
+    job_id = api.submit(report, store, lease=None if me is None else (me, LEASE_SECONDS), job_id=claimed,
+                        inputs=inputs)
     if output == "text":
         render.console.print(f"job [bold]{job_id}[/] submitted ({report.plan.primary.label()})")
     if detach:
@@ -138,6 +144,12 @@ def run(
             render.console.print(f"driven by {handed}; `cvmjob status {job_id}` shows where it is")
         return
     _drive_foreground(store, job_id, output, me=me, ci=ci)
+
+
+def _say_following(job_id: str) -> None:
+    # On stderr whatever the output: a CI log shows why this step waits, and --output json stays one document.
+    render.err.print(f"job {job_id} is training on these inputs (another runner): following it to reuse its result",
+                     markup=False)
 
 
 def _say_up_to_date(entry: FingerprintEntry, output: str) -> None:

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qcloud_cos.cos_exception import CosServiceError
 
 from orchestrator.ci.gate import EXIT_GATE_FAILED
-from tests.e2e.conftest import QUICKSTART_DATA, Cli
+from tests.e2e.conftest import QUICKSTART_DATA, Cli, cos_keys
 from tests.e2e.spot_support import job_folder, tiny_command
 from tests.emulator.conftest import make_cos
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -97,3 +99,32 @@ def test_a_second_runner_reuses_the_job_that_trained_on_the_same_inputs(cli: Cli
     make_cos(cli.emulator).put_object(Bucket=QUICKSTART_DATA.bucket, Key=f"{QUICKSTART_DATA.prefix}extra.txt",
                                       Body=b"one more object")
     retrains("a data object")
+
+
+def test_a_second_runner_with_the_same_inputs_follows_the_first_and_reuses_its_result(cli: Cli, tmp_path: Path) -> None:
+    # Both trained (issue 27, item 11): the first claims the inputs in the state bucket, the second follows its job.
+    spec = job_folder(tmp_path)
+    one, two = runner(cli, "runner-1"), runner(cli, "runner-2")
+    first = one.start("run", str(spec), "--if-changed", *SHORT)
+    try:
+        wait_until("the first runner's claim", lambda: claims(cli) or None, 120)
+        second = two.run("run", str(spec), "--if-changed", "--output", "json", *SHORT, timeout=300)
+        assert first.wait(120) == 0, one.output()[-3000:]
+    finally:
+        first.kill()
+        first.wait()
+    assert second.returncode == 0, second.stderr[-3000:]
+    view = json.loads(second.stdout)
+    assert view["up_to_date"] is True and view["job_id"] in one.output(), (view, one.output()[-2000:])
+    assert f"job {view['job_id']} is training on these inputs (another runner)" in second.stderr, second.stderr
+    assert launches(cli) == 1  # one training, not two
+
+
+def claims(cli: Cli) -> list[str]:
+    """The claims in the state bucket's fingerprint index (none while the first job has not made the bucket)."""
+    try:
+        keys = cos_keys(cli.emulator, f"cvmjob-{cli.emulator.appid}", "cvmjob/_fingerprints/")
+    except CosServiceError as exc:
+        assert exc.get_error_code() == "NoSuchBucket", exc
+        return []
+    return [k for k in keys if k.endswith(".claim.json")]
