@@ -179,6 +179,36 @@ DEFECTS: tuple[Defect, ...] = (
          "tests/unit/lifecycle/test_execute.py::"
          "test_a_refused_refresh_is_said_once_naming_the_permission_and_the_controller_goes_on"),
     ),
+    Defect(
+        "11", "a full disk while the workdir was archived left the job in STAGING and `cvmjob run` died with a "
+        "traceback, the partial archive left behind",
+        "an archive that cannot be written or read fails the job (FAILED_ERROR) with one reason naming the archive "
+        "and the free space, the partial archive removed, nothing in the state bucket or the cloud",
+        ("tests/unit/test_bundle.py::test_a_full_disk_while_archiving_is_one_error_naming_the_archive_and_the_free_space",
+         "tests/unit/test_bundle.py::test_a_partial_archive_is_removed_when_the_file_size_limit_stops_it",
+         "tests/e2e/test_staging_disk_full.py::"
+         "test_a_disk_full_while_bundling_fails_the_job_with_the_reason_and_creates_nothing"),
+    ),
+    Defect(
+        "11", "a grid sweep over 0..1e12 listed every value while validating and exhausted memory",
+        "a grid's size is counted arithmetically; one of more than 100,000 combinations is refused at its largest "
+        "parameter, naming the sizes",
+        ("tests/unit/sweep/test_spec.py::test_a_grid_too_large_is_refused_by_counting_never_by_listing",),
+    ),
+    Defect(
+        "11", "two `run --if-changed` runners with the same inputs both trained",
+        "the first claims the inputs in the state bucket (create-only); a second follows its job and reuses its "
+        "result, training only if that job did not succeed on unchanged data",
+        ("tests/e2e/test_retrain.py::"
+         "test_a_second_runner_with_the_same_inputs_follows_the_first_and_reuses_its_result",),
+    ),
+    Defect(
+        "3", "`snapshot.keep_last` deleted older images by job name and `$USER@hostname`: another CVMJOB_HOME's or "
+        "CI runner's images of a job of the same name too",
+        "image retention retires only images of jobs this store holds",
+        ("tests/unit/lifecycle/test_image_retention.py::test_retention_retires_only_images_of_jobs_this_store_holds",
+         "tests/faults/test_matrix.py::test_matrix"),
+    ),
 )
 
 # Sections of prose docs/reliability.md carries after the defects: (heading, markdown text).
