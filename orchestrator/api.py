@@ -556,10 +556,18 @@ def spawn_driver(job_id: str) -> Path:
     return in_background(["_drive", job_id], job_id)
 
 
+def private_log(log_name: str) -> Path:
+    """``$CVMJOB_HOME/logs/<log_name>.log``, made its owner's only if new: a controller's log holds the trainings'
+    output, like the store their specs."""
+    log = state_db().parent / "logs" / f"{log_name}.log"
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+    return log
+
+
 def in_background(command: list[str], log_name: str) -> Path:
     """``cvmjob <command>`` in a session of its own, its output appended to the log it returns."""
-    log = state_db().parent / "logs" / f"{log_name}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    log = private_log(log_name)
     with log.open("ab") as out:
         subprocess.Popen(
             [sys.executable, "-m", "orchestrator.cli.main", *command],

@@ -25,6 +25,7 @@ import pathspec
 import crc64ecma
 
 from . import __version__
+from .errors import CvmjobError
 
 _ALWAYS_EXCLUDED = {".git", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".venv"}
 # The agent needs neither the local cloud nor the CLI.
@@ -71,7 +72,7 @@ def workdir_files(root: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
     return sorted(p for p in out if (root / p).is_file() and not (root / p).is_symlink())
 
 
-class BundleError(RuntimeError):
+class BundleError(CvmjobError):
     """The workdir archive could not be made (a full disk, a quota, a file that cannot be read): one sentence
     naming the file and the cause, what a job's STAGING fails with."""
 

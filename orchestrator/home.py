@@ -16,10 +16,11 @@ class HomeError(CvmjobError):
 
 
 def cvmjob_home() -> Path:
-    """The folder, created if missing."""
+    """The folder, created if missing, readable by its owner only: it holds the store (every job's spec, train.env
+    values included), the controllers' logs (the trainings' output) and the embedded emulator's keys."""
     home = Path(os.environ.get("CVMJOB_HOME") or Path.home() / ".cvmjob")
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         why = "it is a file" if home.is_file() else (exc.strerror or str(exc))
         hint = "set CVMJOB_HOME to a folder you can write"

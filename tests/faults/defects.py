@@ -209,6 +209,13 @@ DEFECTS: tuple[Defect, ...] = (
         ("tests/unit/lifecycle/test_image_retention.py::test_retention_retires_only_images_of_jobs_this_store_holds",
          "tests/faults/test_matrix.py::test_matrix"),
     ),
+    Defect(
+        "11", "`$CVMJOB_HOME` and the background controllers' logs were created world-readable (0755, 0644): the store "
+        "beside them holds every job's spec, the logs the trainings' output",
+        "the home cvmjob creates is 0700 and each log it creates 0600; a workdir archive that cannot be made is one "
+        "stated error wherever it is made (STAGING, `run --if-changed`), never a traceback",
+        ("tests/unit/test_home.py::test_the_home_and_the_background_logs_are_their_owners_only",),
+    ),
 )
 
 # Sections of prose docs/reliability.md carries after the defects: (heading, markdown text).

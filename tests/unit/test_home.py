@@ -40,3 +40,16 @@ def test_an_identity_file_that_is_not_one_is_refused_and_left_as_it_is(tmp_path:
     with pytest.raises(HomeError, match=r"identity.*delete it"):
         controller_identity()
     assert (tmp_path / "identity").read_text() == "not/an identity\n"
+
+
+def test_the_home_and_the_background_logs_are_their_owners_only(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # They hold every job's spec (train.env values included) and the trainings' output; they were 0755 and 0644.
+    from orchestrator import api
+
+    monkeypatch.setenv("CVMJOB_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CVMJOB_DB", raising=False)
+    log = api.private_log("controller")
+    assert (tmp_path / "home").stat().st_mode & 0o777 == 0o700
+    assert log.parent.stat().st_mode & 0o777 == 0o700
+    assert log.stat().st_mode & 0o777 == 0o600
