@@ -162,7 +162,8 @@ class Engine:
         if controls is not None:
             self._steered.add(job_id)
         controls = controls or Controls()
-        guard = LeaseGuard(job_id, self.lease_seconds, partial(self.store.check_lease, job_id, token), self.clock)
+        guard = LeaseGuard(job_id, self.lease_seconds, partial(self.store.check_lease, job_id, token),
+                           lambda: self.store.renew(job_id, token, self.lease_seconds, self.now()), self.clock)
         executor = Executor(
             store=self.store,
             token=token,

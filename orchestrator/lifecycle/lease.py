@@ -4,9 +4,13 @@ The store fences every write with the lease token, but a cloud call comes before
 controller paused inside a retried call (SIGSTOP, a VM migration, a store that stopped answering) woke up and sent
 TerminateInstances 33 s after another had taken the job over. So every attempt of every cloud call an action makes
 consults the job's guard first (retry.guarded):
-- once the last successful renewal is older than the lease's TTL less a margin, it refuses: the lease may have
-  expired, and another controller may hold the job. The age is read on the monotonic clock, which no change of the
-  wall clock moves; the margin covers the other controllers' clocks and the time the renewal took to commit.
+- once the last successful renewal is older than the lease's TTL less a margin, the lease may have expired and
+  another controller may hold the job: the guard renews it on the spot, fenced by its token (no other controller
+  took it since: it is this one's again), and refuses when that fails (another holds it, or the store does not
+  answer: renewals have failed for longer than the TTL less the margin). The age is read on the monotonic clock,
+  which no change of the wall clock moves; the margin covers the other controllers' clocks and the time the
+  renewal took to commit. A controller merely late to renew (a loaded machine: fifty controllers on two cores)
+  goes on; one another took over does not.
 - after a wait (a retry's backoff, or a wait for an API token), it asks the store whether the lease is still this
   controller's: a takeover by `cvmjob resume --force` does not wait for the TTL.
 - once the engine learns that the job was taken over (its renewal said so), it refuses at once.
@@ -19,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..state.store import FencedOut
+from ..state.store import FencedOut, StoreError
 
 # Acting stops a third of the TTL before the lease would expire (client-go: a 10 s renew deadline of a 15 s lease).
 MARGIN_FRACTION = 1 / 3
@@ -35,11 +39,13 @@ class LeaseLost(FencedOut):
 @dataclass
 class LeaseGuard:
     """One job's guard. ``confirm`` asks the store whether the lease is still ours (raises FencedOut if not);
+    ``reclaim`` renews it, fenced by its token (raises FencedOut, or StoreError when the store does not answer);
     ``clock`` is monotonic (injected by tests)."""
 
     job_id: str
     ttl: float
     confirm: Callable[[], None]
+    reclaim: Callable[[], None]
     clock: Callable[[], float] = time.monotonic
     renewed_at: float = field(init=False)  # on ``clock``: when the lease was last taken or renewed
     _lost: str = ""
@@ -65,12 +71,21 @@ class LeaseGuard:
         FencedOut (LeaseLost) unless the job may still be acted on."""
         if self._lost:
             raise LeaseLost(self._lost)
-        age = self.clock() - self.renewed_at
+        started = self.clock()
+        age = started - self.renewed_at
         if age > self.deadline:
-            raise LeaseLost(
-                f"job {self.job_id}: its lease was last renewed {age:.0f} s ago, longer than the "
-                f"{self.deadline:.0f} s this controller acts on a lease of {self.ttl:.0f} s without renewing it; "
-                "another controller may hold the job now"
-            )
+            try:
+                self.reclaim()
+            except FencedOut as exc:
+                self.lose(str(exc))
+                raise LeaseLost(str(exc)) from exc
+            except StoreError as exc:
+                raise LeaseLost(
+                    f"job {self.job_id}: its lease was last renewed {age:.0f} s ago, longer than the "
+                    f"{self.deadline:.0f} s this controller acts on a lease of {self.ttl:.0f} s without renewing it, "
+                    f"and the store cannot renew it now ({exc}); another controller may hold the job"
+                ) from exc
+            self.renewed(started)
+            return
         if waited:
             self.confirm()

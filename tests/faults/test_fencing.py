@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -82,7 +83,8 @@ def test_a_stale_controller_acts_on_nothing(tmp_path: Path, record: Record) -> N
     cancel, credentials, staging, bill, the fingerprint index)."""
     store, stale, _ = _job(tmp_path)
     trip: Any = Tripwire()
-    guard = LeaseGuard("job-1", 30, lambda: store.check_lease("job-1", stale))
+    guard = LeaseGuard("job-1", 30, lambda: store.check_lease("job-1", stale),
+                       lambda: store.renew("job-1", stale, 30, time.time()))
     executor = Executor(store=store, token=stale, job_id="job-1", target=trip, sdk=trip, state=trip, spec=trip,
                         plan=trip, source_dir=tmp_path, guard=guard)
     every: list[A.Action] = [

@@ -72,7 +72,10 @@ def test_cloud_calls_stop_once_renewals_failed_for_the_ttl_less_a_margin() -> No
     store = _Renewals()
     engine = Engine(cast(Any, store), "me", now=lambda: wall[0], clock=lambda: mono[0], workers=1, lease_seconds=30)
     try:
-        guard = LeaseGuard("job-1", 30, lambda: None, lambda: mono[0])
+        def reclaim() -> None:  # the guard's own renewal, as the engine's: the same store
+            store.renew_all("me", {"job-1": 1}, 30, wall[0])
+
+        guard = LeaseGuard("job-1", 30, lambda: None, reclaim, lambda: mono[0])
         engine.held["job-1"] = cast(Any, SimpleNamespace(token=1, executor=SimpleNamespace(guard=guard)))
 
         def after(seconds: float) -> None:

@@ -3,6 +3,7 @@ each mutation repeated from the store after a crash changes nothing more (design
 
 from __future__ import annotations
 
+import time
 import typing
 import uuid
 from collections.abc import Iterator
@@ -66,7 +67,8 @@ def run(emulator: EmulatorProcess, tmp_path: Path) -> Iterator[Run]:
     executor = Executor(store=store, token=token, job_id=job_id, target=target, sdk=sdk, plan=plan,
                         state=ObjectStore(sdk, plan.state_bucket), spec=spec, source_dir=REPO / "jobs" / "quickstart",
                         emit=lambda kind, message: told.append((kind, message)),
-                        guard=LeaseGuard(job_id, 3600, lambda: store.check_lease(job_id, token)))
+                        guard=LeaseGuard(job_id, 3600, lambda: store.check_lease(job_id, token),
+                                         lambda: store.renew(job_id, token, 3600, time.time())))
     yield Run(executor, store, sdk, emulator, told)
     emulator.admin.advance(5)  # a PENDING instance cannot be terminated
     for i in compute.find_by_tags(sdk, {TAG_JOB: job_id}):
