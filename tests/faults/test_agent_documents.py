@@ -19,7 +19,8 @@ from tests.faults.harness import STATE_BUCKET, Pool, Record, World, names, scena
 from tests.waiting import holds_for
 
 GROUP = "agent_documents"
-STEPS = 750  # 75 s of training: the job still trains however late a loaded lane gets through the documents
+STEPS = 1500  # 150 s of training: the job still trains however late a loaded lane gets through the documents
+# (75 s ended first in a clean-clone run: each document waits for a round and two `cvmjob status` calls)
 TRAIN = f"train.command=exec python3 tiny.py --steps {STEPS} --step-seconds 0.1 --every 150"
 
 
