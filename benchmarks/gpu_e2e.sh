@@ -48,8 +48,11 @@ while [ ! -f "$OUT/ready.json" ]; do  # not forever: an emulator that died says 
   kill -0 "$emulator" 2>/dev/null || { cat "$OUT/emulator.log" >&2; exit 1; }
   sleep 0.2
 done
-export CVMJOB_ENDPOINT
+export CVMJOB_ENDPOINT TENCENTCLOUD_SECRET_ID TENCENTCLOUD_SECRET_KEY
 CVMJOB_ENDPOINT=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["endpoint"])' "$OUT/ready.json")
+# Its keys: the id from its ready file, the SecretKey from the file only its user can read (never an argument).
+TENCENTCLOUD_SECRET_ID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["secret_id"])' "$OUT/ready.json")
+TENCENTCLOUD_SECRET_KEY=$(cat "$OUT/emulator/secret_key")
 set +e
 python3 -m orchestrator.cli.main run jobs/resnet50/job.yaml --set billing.mode=on-demand "${TYPE[@]}" \
   --set "train.command=python train.py --data synthetic --steps $STEPS $TRAIN" \

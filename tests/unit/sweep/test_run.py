@@ -15,8 +15,8 @@ from orchestrator.spec.loader import read_job
 from orchestrator.spec.models import JobSpec
 from orchestrator.state.store import Store
 from orchestrator.sweep import study as S
-from orchestrator.sweep.run import SWEEPER_LEASE_SECONDS, JobTemplate, SweepBusy, Sweeper, _reported
 from orchestrator.sweep.rules import Ending
+from orchestrator.sweep.run import SWEEPER_LEASE_SECONDS, JobTemplate, SweepBusy, Sweeper, _reported
 from orchestrator.sweep.spec import SweepSpec
 from tests.emulator_process import EmulatorProcess
 
