@@ -160,9 +160,12 @@ DEFECTS: tuple[Defect, ...] = (
         "TerminateInstances after another controller had taken the job over (scenario "
         "`stale-controller-inside-a-retry`); renewals failing for longer than the lease did not stop its cloud calls",
         "every action and every attempt of its cloud calls asks the job's lease guard first: it refuses once the lease "
-        "is known to be another's (the store is asked after every wait) or its last renewal is older than two thirds "
-        "of the TTL on the monotonic clock, and the engine drops the job without acting again",
+        "is known to be another's (the store is asked after every wait), or once its last renewal is older than two "
+        "thirds of the TTL on the monotonic clock and renewing it on the spot, fenced by its token, fails; the engine "
+        "drops the job without acting again",
         ("tests/faults/test_fencing.py::test_fencing_on_the_emulator",
+         "tests/unit/lifecycle/test_lease.py::"
+         "test_a_controller_late_to_renew_renews_on_the_spot_unless_another_took_the_job",
          "tests/unit/controller/test_engine.py::test_cloud_calls_stop_once_renewals_failed_for_the_ttl_less_a_margin",
          "tests/unit/test_retry.py::test_every_attempt_is_preceded_by_the_guard_and_its_refusal_stops_the_retries"),
     ),
