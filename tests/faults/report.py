@@ -101,7 +101,7 @@ def _defects() -> list[str]:
     """The review's defects (tests/faults/defects.py), and the notes that go with them."""
     lines = ["## Defects found by review, each guarded by a test that failed before its fix", "",
              "| item | what went wrong | what holds now | tests |", "|---|---|---|---|"]
-    for d in DEFECTS:
+    for d in sorted(DEFECTS, key=lambda d: int(d.item)):  # the review's order, most harmful first
         tests = "<br>".join(f"`{t}`" for t in d.tests)
         lines.append(f"| {d.item} | {_cell(d.what)} | {_cell(d.invariant)} | {tests} |")
     lines.append("")
