@@ -11,8 +11,9 @@ consults the job's guard first (retry.guarded):
   which no change of the wall clock moves; the margin covers the other controllers' clocks and the time the
   renewal took to commit. A controller merely late to renew (a loaded machine: fifty controllers on two cores)
   goes on; one another took over does not.
-- after a wait (a retry's backoff, or a wait for an API token), it asks the store whether the lease is still this
-  controller's: a takeover by `cvmjob resume --force` does not wait for the TTL.
+- after a wait (a retry's backoff, or a wait for an API token), or a gap since its last check longer than an
+  action's calls leave (a pause nothing else saw: a controller SIGSTOPped between two actions), it asks the store
+  whether the lease is still this controller's: a takeover by `cvmjob resume --force` does not wait for the TTL.
 - once the engine learns that the job was taken over (its renewal said so), it refuses at once.
 The engine drops a job whose guard refused, without acting on it again (controller/engine.py).
 """
@@ -27,6 +28,9 @@ from ..state.store import FencedOut, StoreError
 
 # Acting stops a third of the TTL before the lease would expire (client-go: a 10 s renew deadline of a 15 s lease).
 MARGIN_FRACTION = 1 / 3
+# Checks of one action's calls follow each other within seconds; a longer gap since the last one is a wait or a
+# pause (SIGSTOP, a VM migration) nothing else saw, after which the store is asked before the next call.
+GAP_SECONDS = 5.0
 
 
 class LeaseLost(FencedOut):
@@ -48,10 +52,11 @@ class LeaseGuard:
     reclaim: Callable[[], None]
     clock: Callable[[], float] = time.monotonic
     renewed_at: float = field(init=False)  # on ``clock``: when the lease was last taken or renewed
+    checked_at: float = field(init=False)  # on ``clock``: the last check that let a call go
     _lost: str = ""
 
     def __post_init__(self) -> None:
-        self.renewed_at = self.clock()  # made just after the lease was taken
+        self.renewed_at = self.checked_at = self.clock()  # made just after the lease was taken
 
     @property
     def deadline(self) -> float:
@@ -72,6 +77,11 @@ class LeaseGuard:
         if self._lost:
             raise LeaseLost(self._lost)
         started = self.clock()
+        waited = waited or started - self.checked_at > GAP_SECONDS  # a controller paused before its next call
+        self._check(started, waited)
+        self.checked_at = started
+
+    def _check(self, started: float, waited: bool) -> None:
         age = started - self.renewed_at
         if age > self.deadline:
             try:

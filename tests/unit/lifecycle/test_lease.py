@@ -86,3 +86,18 @@ def test_a_lease_known_to_be_another_s_refuses_at_once() -> None:
     with pytest.raises(FencedOut, match="stale"):
         g.check()
     assert asked == []
+
+
+def test_a_gap_since_the_last_check_asks_the_store_before_the_next_call() -> None:
+    # A controller SIGSTOPped between two actions woke up within the renew deadline, and its next action's first
+    # call went out: only a wait asked the store (stale-controller-inside-a-retry, once in a clean-clone run).
+    clock, asked = Clock(), list[int]()
+    g = guard(clock, asked)
+    clock.t += 5.0
+    g.check()
+    assert asked == []  # calls of one action follow each other
+    clock.t += 5.1
+    g.check()
+    assert asked == [1]  # a pause nothing else saw
+    g.check()
+    assert asked == [1]
