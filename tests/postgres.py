@@ -108,9 +108,10 @@ def _ensure_user(name: str) -> None:
                 raise RuntimeError(f"useradd {name} failed ({made.returncode}): {made.stderr}") from None
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """The URL of the cluster's ``postgres`` database (superuser ``postgres``, no password)."""
+@contextmanager
+def running_cluster() -> Iterator[Cluster]:
+    """A throwaway cluster, started, and stopped and removed after; the test skips (fails under CI) without
+    PostgreSQL's server binaries."""
     bindir = server_bindir()
     if bindir is None:
         message = "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): run `make postgres`"
@@ -120,9 +121,16 @@ def postgres_url() -> Iterator[str]:
     cluster = Cluster(bindir)
     try:
         cluster.start()
-        yield cluster.url
+        yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The URL of the cluster's ``postgres`` database (superuser ``postgres``, no password)."""
+    with running_cluster() as cluster:
+        yield cluster.url
 
 
 @contextmanager

@@ -4,7 +4,6 @@ of dying, and drives the job to its end once the server is back, on its first at
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from orchestrator.lifecycle.machine import JobState
 from orchestrator.state.store import Store
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import job_folder, tiny_command
-from tests.postgres import Cluster, server_bindir
+from tests.postgres import Cluster, running_cluster
 from tests.waiting import holds_for, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -28,18 +27,8 @@ BACK_SAID = "the store answers again"
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     """A cluster of this test's own: it is stopped and started again, which the session's shared one must not be."""
-    bindir = server_bindir()
-    if bindir is None:
-        message = "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): run `make postgres`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    cluster = Cluster(bindir)
-    try:
-        cluster.start()
+    with running_cluster() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_a_controller_waits_out_a_postgresql_outage_and_its_job_succeeds(cli: Cli, cluster: Cluster,
