@@ -17,6 +17,9 @@ GROUPS = {
     "fencing": "Fencing: two controllers, stale leases",
     "gc": "Garbage collection of orphans",
     "security": "Hostile input, credentials, secrets and scoping",
+    "agent_documents": "What the training writes where its agent's documents go",
+    "checkpoints": "Checkpoints: jobs sharing a place, and resuming from another job",
+    "keys": "The agents' short-lived keys, their refresh refused",
 }
 
 INVARIANTS = [
