@@ -81,6 +81,12 @@ REMOTE_HOW = ("a job of another machine is found in the state bucket of CVMJOB_R
               "CVMJOB_STATE_BUCKET (default cvmjob-<APPID>), with this machine's keys")
 
 
+def default_state_bucket(target: Target) -> str:
+    """The state bucket of a job this machine did not submit, and the one gc looks in first: CVMJOB_STATE_BUCKET,
+    else the account's default."""
+    return os.environ.get("CVMJOB_STATE_BUCKET") or state_bucket(None, target)
+
+
 def state_bucket(spec: JobSpec | None, target: Target) -> str:
     """The spec's ``storage.bucket``, else the account's default (also where a job of another machine is looked
     for: ``spec`` None)."""
@@ -163,13 +169,9 @@ def job_checkpoints(job: JobRecord) -> Location:
 
 def _latest_checkpoint(sdk: TencentSdk, job: JobRecord) -> tuple[Location, int] | None:
     """The job's checkpoints location and the step of its latest complete checkpoint; None when it has none."""
-    where = job_checkpoints(job)
-    try:
-        manifest = read_manifest(ObjectStore(sdk, where.bucket), where.prefix).manifest
-    except ValueError:  # not a manifest (a training's keys can write there): nothing to start from
-        return None
-    latest = entries_of(manifest, job.job_id)[0].latest()
-    return None if latest is None else (where, latest.step)
+    manifest = checkpoint_manifest(job, sdk)
+    latest = None if manifest is None else entries_of(manifest, job.job_id)[0].latest()
+    return None if latest is None else (job_checkpoints(job), latest.step)
 
 
 def _resume_source(spec: JobSpec, sdk: TencentSdk, store: Store) -> tuple[ResumeSource | None, list[str]]:
@@ -401,7 +403,7 @@ def job_history(store: Store, job: JobRecord) -> tuple[list[NodeRecord], list[Ev
 
 def _remote_state() -> ObjectStore:
     target = resolve(os.environ.get("CVMJOB_REGION") or "ap-guangzhou")
-    return ObjectStore(connect(target), os.environ.get("CVMJOB_STATE_BUCKET") or state_bucket(None, target))
+    return ObjectStore(connect(target), default_state_bucket(target))
 
 
 def _remote_where() -> str:
@@ -454,7 +456,7 @@ def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> Agent
         beats = _statuses(store, layout, job.attempt, range(Plan.model_validate(job.plan).nnodes) if every_node
                           else (node,))
         result = read_node_doc(store, layout.result(job.attempt, node), Result, job.attempt, node, None)
-        manifest = checkpoint_manifest(job, store)
+        manifest = checkpoint_manifest(job, store.sdk)
     except CloudError:
         return AgentView(None, None, None)
     return AgentView(
@@ -465,14 +467,11 @@ def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> Agent
     )
 
 
-def checkpoint_manifest(job: JobRecord, state: ObjectStore) -> Manifest | None:
-    """The job's checkpoint manifest where its agents commit it (agent/manifest.py reads it for both); None while
-    there is none, or when what is there is not a manifest (the training's keys can write there too)."""
+def checkpoint_manifest(job: JobRecord, sdk: TencentSdk) -> Manifest | None:
+    """The job's checkpoint manifest where its agents commit it (agent/manifest.py reads it for both, passing over
+    what is not a manifest: the training's keys can write there too); None while there is none."""
     where = job_checkpoints(job)
-    try:
-        read = read_manifest(ObjectStore(state.sdk, where.bucket), where.prefix)
-    except ValueError:
-        return None
+    read = read_manifest(ObjectStore(sdk, where.bucket), where.prefix)
     return read.manifest if read.generation or read.manifest.checkpoints else None
 
 
@@ -715,8 +714,7 @@ def gc(store: Store, region: str, force_emulator: bool, grace: float, dry_run: b
     """The region's orphans (find_orphans), cleaned unless ``dry_run``."""
     target = resolve(region, force_emulator)
     sdk = connect(target)
-    first = os.environ.get("CVMJOB_STATE_BUCKET") or state_bucket(None, target)
-    orphans = find_orphans(store, sdk, time.time(), grace, owner(), first)
+    orphans = find_orphans(store, sdk, time.time(), grace, owner(), default_state_bucket(target))
     if not dry_run:
         collect_orphans(sdk, orphans)
     return orphans

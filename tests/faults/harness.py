@@ -333,7 +333,7 @@ class World:
 
     def manifest(self, job_id: str) -> Manifest | None:
         """The job's checkpoint manifest, read where and as `cvmjob status` reads it."""
-        return checkpoint_manifest(self.job(job_id), self.state())
+        return checkpoint_manifest(self.job(job_id), self.state().sdk)
 
     def log_text(self, job_id: str, attempt: int, node: int = 0) -> str:
         chunks = sorted(self.keys(JobLayout(job_id).logs_prefix(attempt, node)))
