@@ -440,8 +440,8 @@ class Unread:
     why: UnreadWhy
     detail: str  # printable, one line, short: it may repeat what the training wrote
 
-    def describe(self) -> str:
-        return f"{self.key}: {self.detail}; taken as absent"
+    def describe(self, verdict: str = "taken as absent") -> str:
+        return f"{self.key}: {self.detail}; {verdict}"
 
 
 _Doc = TypeVar("_Doc", bound=BaseModel)

@@ -21,14 +21,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from . import __version__, bundle
-from .contract import FINGERPRINTS_PREFIX, DataDigest, Fingerprint, FingerprintEntry
+from .contract import FINGERPRINTS_PREFIX, DataDigest, Fingerprint, FingerprintEntry, Unread, decode_doc, too_large
 from .home import cvmjob_home
 from .providers.tencent import TencentSdk
-from .providers.tencent.errors import AlreadyExistsError
-from .providers.tencent.storage import ObjectStore
+from .providers.tencent.errors import AlreadyExistsError, TransientError
+from .providers.tencent.storage import ObjectStore, ObjectTooLarge
 from .spec.models import JobSpec
 
 
@@ -104,6 +104,10 @@ class Claim(BaseModel):
     claimed_at: float
 
 
+_CLAIM_TRIES = 20  # claims of one set of inputs are taken and dropped by its runners only: this many is contention
+_CLAIM_LIMIT = 64 * 1024  # a claim is a job id and a time
+
+
 def claim_key(fingerprint: Fingerprint) -> str:
     return f"{FINGERPRINTS_PREFIX}{digest(fingerprint)}.claim.json"
 
@@ -112,22 +116,32 @@ def claim(state: ObjectStore, fingerprint: Fingerprint, job_id: str, now: float)
     """Claims these inputs for ``job_id``: None when claimed, else the claim another runner holds (create-only:
     of two runners, exactly one claims)."""
     key = claim_key(fingerprint)
-    while True:
+    for _ in range(_CLAIM_TRIES):
         try:
             state.put_json(key, Claim(job_id=job_id, claimed_at=now).model_dump(mode="json"), create_only=True)
             return None
         except AlreadyExistsError:
-            found = state.get_json(key)
-        if found is None:
-            continue  # deleted meanwhile (another runner found it stale): claim it again
-        try:
-            return Claim.model_validate(found)
-        except ValidationError:
-            state.delete([key])  # not a claim of ours (another writer's bytes): nobody's
+            found = _read_claim(state, key)
+        if isinstance(found, Claim):
+            return found
+        if found is not None:
+            state.delete([key])  # not a claim (another writer's bytes): nobody's
+        # else deleted meanwhile (another runner found it stale): claim it again
+    raise TransientError("ClaimContended", f"{key} kept changing while these inputs were claimed")
 
 
 def drop_claim(state: ObjectStore, fingerprint: Fingerprint, stale: Claim) -> None:
     """Removes a claim whose job ended without an entry in the index (or never came), unless it changed since."""
-    found = state.get_json(claim_key(fingerprint))
-    if found is not None and Claim.model_validate(found) == stale:
-        state.delete([claim_key(fingerprint)])
+    key = claim_key(fingerprint)
+    if _read_claim(state, key) == stale:
+        state.delete([key])
+
+
+def _read_claim(state: ObjectStore, key: str) -> Claim | Unread | None:
+    """The claim at ``key``, None when there is none, or why what is there is not one (any writer of the state
+    bucket may have put bytes there)."""
+    try:
+        data = state.get_bytes(key, limit=_CLAIM_LIMIT)
+    except ObjectTooLarge as exc:
+        return too_large(key, exc.size, _CLAIM_LIMIT)
+    return None if data is None else decode_doc(key, data, Claim, _CLAIM_LIMIT)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from orchestrator.contract import CheckpointEntry, Manifest, Unread, UnreadWhy, checkpoint_step, decode_doc
+from orchestrator.contract import CheckpointEntry, Manifest, Unread, checkpoint_step, decode_doc, too_large
 from orchestrator.providers.tencent.errors import AlreadyExistsError, CloudError, TransientError
 from orchestrator.providers.tencent.storage import ObjectInfo, ObjectTooLarge
 
@@ -100,16 +100,15 @@ def read_manifest(store: ManifestStore, prefix: str) -> ManifestRead:
 
 def _decoded(store: ManifestStore, key: str) -> Manifest | Unread | None:
     """The manifest at ``key``, None when there is none, or why what is there is not one (logged)."""
+    found: Manifest | Unread | None
     try:
         data = store.get_bytes(key, limit=MANIFEST_LIMIT)
     except ObjectTooLarge as exc:
-        log.warning("%s; passed over", exc)
-        return Unread(key, UnreadWhy.TOO_LARGE, str(exc))
-    if data is None:
-        return None
-    found = decode_doc(key, data, Manifest, MANIFEST_LIMIT)
+        found = too_large(key, exc.size, MANIFEST_LIMIT)
+    else:
+        found = None if data is None else decode_doc(key, data, Manifest, MANIFEST_LIMIT)
     if isinstance(found, Unread):
-        log.warning("%s", found.describe().replace("taken as absent", "passed over"))
+        log.warning("%s", found.describe("passed over"))
     return found
 
 

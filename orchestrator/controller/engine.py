@@ -432,11 +432,11 @@ class Engine:
                 held.executor.guard.renewed(started)
         for job_id in gone:
             taken = self.held.pop(job_id, None)
+            why = f"job {job_id}: lease token {tokens[job_id]} is stale: another controller took it"
             if taken is not None:  # a step of it in flight stops before its next cloud call
-                taken.executor.guard.lose(f"job {job_id}: lease token {tokens[job_id]} is stale: another controller "
-                                         "took it")
+                taken.executor.guard.lose(why)
             if self.raise_errors:
-                raise FencedOut(f"job {job_id}: lease token {tokens[job_id]} is stale: another controller took it")
+                raise FencedOut(why)
             log.warning("job %s: another controller took its lease; letting it go", job_id)
 
     # -- one job's step -------------------------------------------------------------------------------------

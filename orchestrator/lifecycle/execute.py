@@ -192,8 +192,7 @@ class Executor:
         if not isinstance(action, Wait):
             # A stale controller (another took the lease while it was paused) must not act at all: its writes to
             # the store are fenced, but its cloud calls came first (a Terminate, a Launch, the agents' keys).
-            self.guard.check()
-            self.store.check_lease(self.job_id, self.token)
+            self.guard.check(waited=True)  # the store asked once (or the lease renewed on the spot)
         handler: Callable[[Executor, Any], Next] = _HANDLERS[type(action)]
         with guarded(self.guard.check):  # and before every attempt of its cloud calls (lifecycle/lease.py)
             return handler(self, action)

@@ -19,7 +19,7 @@ import signal
 import sqlite3
 import threading
 import weakref
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -874,12 +874,13 @@ class SweeperLeases:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def acquire(self, study: str, owner: str, ttl: float, now: float, force: bool = False) -> int:
-        """Take the study's lease; the new token. LeaseHeld while another owner's lease is live (``force``: its
-        holder is known to be gone)."""
+    def acquire(self, study: str, owner: str, ttl: float, now: float,
+                gone: Callable[[str], bool] = lambda holder: False) -> int:
+        """Take the study's lease; the new token. LeaseHeld while another owner's lease is live, unless ``gone``
+        says its holder is (asked of the row this transaction holds: no other run can take it in between)."""
         with self._store._write() as conn:
             row = conn.execute(select(sweepers).where(sweepers.c.study == study).with_for_update()).first()
-            if row is not None and row.owner != owner and row.expires > now and not force:
+            if row is not None and row.owner != owner and row.expires > now and not gone(row.owner):
                 raise LeaseHeld(f"the study {study} is driven by another `cvmjob sweep run` ({row.owner}; its lease "
                                 f"runs {row.expires - now:.0f} s more)")
             token = _new_token(int(row.token) if row is not None else 0)
@@ -901,13 +902,6 @@ class SweeperLeases:
                                    .values(expires=now + ttl))
             if renewed.rowcount != 1:
                 raise FencedOut(f"another `cvmjob sweep run` took the study {study} over")
-
-    def holder(self, study: str, now: float) -> str | None:
-        """The owner of the study's live lease, if any."""
-        query = select(sweepers.c.owner).where(sweepers.c.study == study, sweepers.c.expires > now)
-        with self._store._read() as conn:
-            owner: str | None = conn.execute(query).scalar()
-        return owner
 
     def release(self, study: str, token: int) -> None:
         with self._store._write() as conn:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from .. import api
 from ..contract import Status
 from ..controller.drive import died_here
@@ -29,6 +31,7 @@ from ..plan.planner import PlanError
 from ..providers.tencent.errors import CloudError
 from ..spec.errors import SpecError
 from ..spec.loader import load_job, read_job
+from ..spec.models import LimitsSpec
 from ..spec.overrides import apply_overrides
 from ..state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases
 from . import study as S
@@ -262,13 +265,13 @@ class Sweeper:
         spec, the plan and the settings the controller decides on are born from one limits.max_cost (a share
         written into the spec after planning never reached the settings: a trial could spend past the cap)."""
         document = self.template.trial_document(self.spec, params, number)
-        limits = document.get("limits") or {}
-        own = limits.get("max_cost") if isinstance(limits, dict) else None
-        # A limits or max_cost that is not a mapping or a positive number is left as written: the plan says what
-        # is wrong with it (a share written over it would hide it).
-        valid = isinstance(limits, dict) and (own is None or (
-            isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0))
-        if share is not None and valid:
+        # Limits the spec's own model refuses are left as written: the plan says what is wrong with them (a share
+        # written over them would hide it).
+        try:
+            own = LimitsSpec.model_validate(document.get("limits") or {}).max_cost
+        except ValidationError:
+            share = None
+        if share is not None:
             limit = round(max(share if own is None else min(share, own), 0.01), 4)
             document = apply_overrides(document, [f"limits.max_cost={limit}"])
         report = api.plan(self.template.path, [], self.force_emulator, document=document)
@@ -418,11 +421,10 @@ class Sweeper:
     def take_over(self) -> None:
         """Make this process the study's one `sweep run` (SweepBusy while another live one is), and clear an
         earlier run's cancel: running the sweep again continues it."""
-        leases, study = SweeperLeases(self.store), self.spec.study
-        holder = leases.holder(study, self.now())
+        study = self.spec.study
         try:  # a holder of this home whose process is gone (a sweep killed with -9) is not waited out
-            self.token = leases.acquire(study, self.me, SWEEPER_LEASE_SECONDS, self.now(),
-                                        force=holder is not None and died_here(holder))
+            self.token = SweeperLeases(self.store).acquire(study, self.me, SWEEPER_LEASE_SECONDS, self.now(),
+                                                           gone=died_here)
         except LeaseHeld as exc:
             raise SweepBusy(f"{exc}; `cvmjob sweep status {study}` follows it") from None
         self._set(S.CANCEL_ATTR, False)

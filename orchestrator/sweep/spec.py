@@ -103,9 +103,11 @@ class Param(SpecModel):
     def grid(self) -> list[Scalar] | None:
         """Every value the parameter can take, when that is a finite list (the grid sampler needs one). Callers
         check grid_size() first: a spec's grid is bounded by MAX_GRID_POINTS when it is validated."""
+        if self.kind == "categorical":
+            return list(self.choices or [])
         count = self.grid_size()
-        if count is None or self.kind == "categorical":
-            return None if count is None else list(self.choices or [])
+        if count is None:
+            return None
         assert self.low is not None
         step = self.step or 1
         values = [self.low + i * step for i in range(count)]

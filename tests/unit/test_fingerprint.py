@@ -91,3 +91,22 @@ def test_the_index_answers_for_the_fingerprint_it_holds(emulator: EmulatorProces
     assert fingerprint.lookup(state, first) == entry
     put(cos, "set/a.bin", b"b")
     assert fingerprint.lookup(state, taken(emulator, folder)) is None
+
+
+def test_a_claim_that_is_not_one_is_nobodys_and_the_inputs_are_claimed_again(emulator: EmulatorProcess,
+                                                                             tmp_path: Path) -> None:
+    # Any writer of the state bucket may put bytes at a claim's key: json.loads of them escaped as a traceback.
+    cos = make_cos(emulator)
+    cos.create_bucket(Bucket=DATA)
+    put(cos, "set/a.txt", b"a")
+    inputs = taken(emulator, job_folder(tmp_path))
+    state = ObjectStore(sdk_for(emulator), DATA)
+    key = fingerprint.claim_key(inputs)
+    for garbage in (b"\x00 not json", b'{"job_id": 7}', b" " * (64 * 1024 + 1)):
+        put(cos, key, garbage)
+        assert fingerprint.claim(state, inputs, "job-00000001", 10.0) is None  # claimed, the garbage gone
+        held = fingerprint.claim(state, inputs, "job-00000002", 11.0)
+        assert held is not None and held.job_id == "job-00000001"
+        put(cos, key, garbage)
+        fingerprint.drop_claim(state, inputs, held)  # what is there is not the claim it was told to drop
+        assert state.get_bytes(key) == garbage
