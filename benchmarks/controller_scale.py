@@ -6,7 +6,7 @@ one-process-per-job design (``cvmjob _drive <job>`` per job, as ``run --detach``
 The agents are simulated. A thousand real agents with torch do not fit on one machine, so the emulator runs in
 its load mode (``--no-user-data``: instances go PENDING -> RUNNING, bill, get reclaimed and terminate, but run no
 process) and this process plays every agent: for each emulated instance that is RUNNING (the admin view; its
-``cvmjob:job/attempt/node`` tags say whose it is) it writes the real contract documents (contract.py) through the
+``cvmjob:job/attempt/node`` tags say whose it is) it writes the real contract documents (contract/) through the
 real COS API with the account's root keys: a Status heartbeat every --heartbeat seconds (phase training, a rising
 step), then a Result "succeeded". Attempt 1 of a job trains for the submission span (N / --rate) plus
 --train-seconds, so every job is in flight at once for --train-seconds and they finish at the rate they arrived;
@@ -62,12 +62,12 @@ from qcloud_cos import CosConfig, CosS3Client
 
 from orchestrator import api
 from orchestrator.contract import JobLayout, Outcome, Phase, Result, Status, signal_for
+from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from orchestrator.emulator.catalog import INSTANCE_TYPES_BY_NAME, zones_of
 from orchestrator.emulator.client import AdminClient, AdminError
 from orchestrator.lifecycle.execute import client_token
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import Store
-from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
 
 REPO = Path(__file__).resolve().parents[1]

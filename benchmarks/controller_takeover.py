@@ -50,10 +50,10 @@ from controller_scale import (
     wait_for_jobs,
 )
 
+from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from orchestrator.controller.service import ServiceSettings
 from orchestrator.emulator.client import AdminClient, AdminError
 from orchestrator.state.store import Store
-from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from tests.postgres import Cluster, fresh_database, server_bindir
 
 TICK_SECONDS = ServiceSettings().tick_seconds

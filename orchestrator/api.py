@@ -17,9 +17,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import embedded, fingerprint, funds, jobdoc
-from . import pool as pools
 from .agent.manifest import entries_of, read_manifest
+from .billing import funds
+from .billing import pool as pools
+from .ci import fingerprint
 from .ci.facts import labels_from
 from .contract import (
     Fingerprint,
@@ -32,27 +33,27 @@ from .contract import (
     Status,
     checkpoints_location,
 )
-from .controller.drive import died_here
+from .contract.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
-from .home import state_db, store_url
 from .lifecycle.configure import settings_for
-from .lifecycle.machine import JobState
 from .lifecycle.observe import read_node_doc
 from .lifecycle.settings import Settings, settings_to_json
 from .plan.models import Plan
 from .plan.planner import Facts, PlanError, PublicImage, make_plan
+from .policy.loader import load_job
 from .providers.tencent import TencentSdk, buckets, compute, images
 from .providers.tencent.errors import CapacityError, CloudError, StateConflictError
+from .providers.tencent.retry import retrying
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
-from .retry import retrying
 from .spec import JobSpec
 from .spec.cos import CosUri
-from .spec.loader import load_job
 from .spec.workload import LATEST_OF
+from .state import jobdoc
+from .state.home import died_here, state_db, store_url
+from .state.machine import JobState
 from .state.store import Event, JobRecord, NodeRecord, PoolStore, Store
-from .tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
-from .target import Target, connect, reconnect, resolve
+from .target import Target, connect, embedded, reconnect, resolve
 
 PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
 POLL_SECONDS = 2.0  # following a job from outside its controller: its logs, its end
@@ -603,7 +604,7 @@ def orphaned(job: JobRecord | Missing, in_store: bool, tags: dict[str, str], cre
 
     - A job of this store (``in_store``): once terminal.
     - Otherwise, only what carries this owner's tag (``me``), judged by the job's document (job.json, which its
-      controller puts in its state bucket from its submission on, jobdoc.py):
+      controller puts in its state bucket from its submission on, state/jobdoc.py):
       terminal there: at once; not terminal, its lease held by a controller of this home whose process is gone
       (``holder_died``: this store lost the job): once older than ``grace``; not terminal otherwise (another home, a
       CI runner, a host of the same name drives it, or will): never, its own controller or its ActionTimer ends it.

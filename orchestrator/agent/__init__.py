@@ -1,7 +1,7 @@
 """The agent: runs on the instance, owns its disk and processes, and talks to the controller only through
-objects under the job's COS prefix (design.md §2, orchestrator/contract.py).
+objects under the job's COS prefix (design.md §2, orchestrator/contract/).
 
-Invocation (by the UserData bootstrap, orchestrator/bootstrap.py; cwd = <dir>, output to <dir>/agent.log)::
+Invocation (by the UserData bootstrap, orchestrator/staging/bootstrap.py; cwd = <dir>, output to <dir>/agent.log)::
 
     PYTHONPATH=<dir>/lib python3 -m orchestrator.agent --config <dir>/agent.json --workdir <dir>
 

@@ -1,5 +1,5 @@
 """``python3 -m orchestrator.agent --config <dir>/agent.json --workdir <dir>``: the agent of one attempt on
-one node, started by the UserData bootstrap (orchestrator/bootstrap.py) at first boot and at every later boot.
+one node, started by the UserData bootstrap (orchestrator/staging/bootstrap.py) at first boot and at every later boot.
 
 Exit codes: 0 when result.json is written (whatever the outcome) or was already; 1 when the agent cannot even
 reach COS to say why (the reason is in <dir>/agent.log and <dir>/run.log); 143 after SIGTERM (a shutdown:

@@ -1,5 +1,5 @@
 """``python3 -m orchestrator.agent.install --stage DIR --job J --attempt A --node N``: the second half of the
-UserData bootstrap (orchestrator/bootstrap.py), which fetched the agent wheel and agent.json into DIR and
+UserData bootstrap (orchestrator/staging/bootstrap.py), which fetched the agent wheel and agent.json into DIR and
 unpacked the wheel (and the agent's own requirements, when the image lacks them) into DIR/lib.
 
 It moves them to the node's home (paths.node_home), writes ``run-agent.sh`` there, links it into cloud-init's

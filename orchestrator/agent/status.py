@@ -6,8 +6,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from orchestrator.agent.gpu_watch import GpuWatch
 from orchestrator.contract import RECENT_METRICS, GpuStat, MetricsAt, Phase, Progress, Status
-from orchestrator.gpu_watch import GpuWatch
 
 
 class StatusBoard:

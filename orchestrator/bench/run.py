@@ -11,11 +11,11 @@ from pydantic import ValidationError
 from .. import api
 from ..contract import JobLayout
 from ..errors import CvmjobError
-from ..home import cvmjob_home
-from ..lifecycle.machine import JobState
 from ..plan.models import Plan
+from ..providers.tencent.retry import retrying
 from ..providers.tencent.storage import ObjectStore
-from ..retry import retrying
+from ..state.home import cvmjob_home
+from ..state.machine import JobState
 from ..state.store import JobRecord, NodeRecord
 from ..target import connect, resolve
 from . import results as R

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..contract import RunFacts, RunLabels
-from ..lifecycle.machine import JobState
+from ..state.machine import JobState
 from ..state.store import Event, JobRecord
 
 DEFAULT_BRANCH = "main"

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..contract import METRIC_NAME
 from ..errors import CvmjobError
-from ..sweep.view import show_values
+from ..text import show_values
 
 EXIT_GATE_FAILED = 5  # the job succeeded, but a metric missed its gate (or was never reported)
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..contract import RunFacts
-from ..lifecycle.machine import JobState
-from ..units import duration
+from ..state.machine import JobState
+from ..text import duration
 from .gate import GateResult
 
 # Names, not a declared objective, say which way a metric should move: "acc" covers accuracy. A name that matches
@@ -118,7 +118,7 @@ def _finished(run: RunFacts) -> str:
 
 
 def _number(value: float | None) -> str:
-    # The precision of the CLI's metrics (sweep.view.show_values), so a value reads the same in both.
+    # The precision of the CLI's metrics (text.show_values), so a value reads the same in both.
     return _MISSING if value is None else f"{value:.4g}"
 
 

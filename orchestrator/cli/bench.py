@@ -15,10 +15,10 @@ from .. import api
 from ..bench import results as R
 from ..bench import run as B
 from ..bench.spec import BenchOptions, Billing, GpusError, Phases, Precision
-from ..controller.drive import controller_name, drive
+from ..controller.drive import drive
 from ..controller.engine import LEASE_SECONDS, Controls
 from ..errors import EXIT_BAD_INPUT
-from ..home import store_url
+from ..state.home import controller_name, store_url
 from ..state.store import Store
 from . import render
 from .options import Abort, Emulator, Output, check_output

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..controller.engine import LEASE_SECONDS
 from ..controller.service import Service, ServiceSettings
-from ..home import store_url
+from ..state.home import store_url
 from ..state.store import Store
 from . import render
 from .options import Output, check_output

@@ -11,10 +11,10 @@ from typing import Annotated, Any, Optional, cast, get_args
 import typer
 from rich.table import Table
 
-from ..costs import CostGroup, GroupBy, JobCost, group, job_costs, total
+from ..billing.costs import CostGroup, GroupBy, JobCost, group, job_costs, total
 from ..errors import EXIT_BAD_INPUT
-from ..home import store_url
 from ..spec.durations import parse_duration
+from ..state.home import store_url
 from ..state.store import Store
 from . import render
 from .options import Abort, Output, check_output

@@ -8,9 +8,10 @@ import os
 
 import typer
 
-from .. import api, embedded
-from ..home import store_url
+from .. import api
+from ..state.home import store_url
 from ..state.store import Store
+from ..target import embedded
 
 emulator_app = typer.Typer(no_args_is_help=True, help="The local Tencent Cloud emulator.")
 

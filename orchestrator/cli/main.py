@@ -18,18 +18,18 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import api, embedded
+from .. import api
 from ..contract import FingerprintEntry
-from ..controller.drive import controller_name, drive
+from ..controller.drive import drive
 from ..controller.engine import LEASE_SECONDS, Controls
 from ..errors import EXIT_BAD_INPUT, CvmjobError
-from ..home import HomeError, store_url
-from ..lifecycle.machine import EXIT_CODES, JobState
 from ..spec import JobSpec
 from ..spec.durations import parse_duration
+from ..state.home import HomeError, controller_name, store_url
+from ..state.machine import EXIT_CODES, JobState
 from ..state.store import JobRecord, Store, StoreError
-from ..sweep.view import show_values
-from ..target import in_ci, refuse_silent_emulator
+from ..target import embedded, in_ci, refuse_silent_emulator
+from ..text import show_values
 from . import render
 from .bench import bench_app
 from .ci import BaselineOption, CiReport, GateOption, SummaryOption, tell

@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from .. import pool as pools
-from ..home import store_url
+from ..billing import pool as pools
 from ..providers.tencent import TencentSdk
+from ..state.home import store_url
 from ..state.store import PoolStore, Store
 from ..target import connect, resolve
 from . import render

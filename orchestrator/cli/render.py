@@ -13,17 +13,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..api import AgentView, PlanReport
-from ..contract import Fingerprint, FingerprintEntry, GpuUse, Location, Status
-from ..fingerprint import digest
-from ..gpu_watch import LOW_UTILISATION, starved
-from ..lifecycle.machine import EXIT_CODES, JobState
+from ..ci.fingerprint import digest
+from ..contract import LOW_UTILISATION, Fingerprint, FingerprintEntry, GpuUse, Location, Status
 from ..lifecycle.observation import Observation
 from ..plan import sizing
 from ..plan.models import Plan
 from ..providers.tencent.vocabulary import ChargeType
 from ..spec import JobSpec
+from ..state.machine import EXIT_CODES, JobState
 from ..state.store import Event, JobRecord, NodeRecord
-from ..units import duration
+from ..text import duration
 
 # Lines are never wrapped (logs and CI read them); tables take the terminal's width, or 120 columns when piped.
 console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
@@ -187,7 +186,7 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
             for n in nodes
         ],
         "agent": None if view is None or view.status is None else view.status.model_dump(mode="json"),
-        "gpu_use": [{"node": node, **use.model_dump(mode="json"), "starved": starved(use)}
+        "gpu_use": [{"node": node, **use.model_dump(mode="json"), "starved": use.starved}
                     for node, use in gpu_uses(view).items()],
         "result": None if view is None or view.result is None else view.result.model_dump(mode="json"),
         "checkpoints": []
@@ -241,7 +240,7 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
             + (f", loss {s.loss:.4f}" if s.loss is not None else "")
         )
     for node, use in gpu_uses(view).items():
-        if starved(use):
+        if use.starved:
             current = [n.instance_type for n in nodes if n.attempt == job.attempt and n.node == node]
             console.print(gpu_hint(job, node, current[0] if current else None, use), style="yellow", markup=False)
         else:
@@ -275,7 +274,7 @@ def gpu_uses(view: AgentView | None) -> dict[int, GpuUse]:
 
 
 def gpu_hint(job: JobRecord, node: int, instance_type: str | None, use: GpuUse) -> str:
-    """What a node whose GPUs wait (gpu_watch.starved) is told: the usual cause and its fixes, in the numbers of
+    """What a node whose GPUs wait (GpuUse.starved) is told: the usual cause and its fixes, in the numbers of
     the node (its type's vCPUs, the processes the agent starts there) and of the job (where its data is)."""
     spec = JobSpec.model_validate(job.spec)
     candidates = Plan.model_validate(job.plan).candidates
@@ -295,7 +294,7 @@ def gpu_hint(job: JobRecord, node: int, instance_type: str | None, use: GpuUse) 
 
 
 class StarvedGpus:
-    """Tells of a node whose GPUs wait (gpu_watch.starved) the first time a heartbeat says so: once a job, not at
+    """Tells of a node whose GPUs wait (GpuUse.starved) the first time a heartbeat says so: once a job, not at
     every look (`run`'s rounds, `logs -f`'s polls)."""
 
     def __init__(self, out: Console) -> None:
@@ -303,7 +302,7 @@ class StarvedGpus:
         self._told: set[int] = set()
 
     def tell(self, job: JobRecord, node: int, instance_type: str | None, status: Status) -> None:
-        if node in self._told or status.gpu_use is None or not starved(status.gpu_use):
+        if node in self._told or status.gpu_use is None or not status.gpu_use.starved:
             return
         self._told.add(node)
         self._out.print(f"{time.strftime('%H:%M:%S')}   {gpu_hint(job, node, instance_type, status.gpu_use)}",

@@ -12,17 +12,17 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..controller.drive import controller_name
 from ..controller.service import Service, ServiceSettings
 from ..errors import EXIT_BAD_INPUT
-from ..home import store_url
+from ..state.home import controller_name, store_url
 from ..state.store import Store
 from ..sweep import study as S
 from ..sweep.models import SweepView
 from ..sweep.run import JobTemplate, SweepBusy, Sweeper, cancel_sweep
 from ..sweep.spec import load_sweep
-from ..sweep.view import show_values, sweep_view
+from ..sweep.view import sweep_view
 from ..target import refuse_silent_emulator
+from ..text import show_values
 from . import render
 from .options import Abort, Emulator, Output, check_output
 

@@ -5,22 +5,13 @@ A restarted controller calls the same function: everything it needs is in the st
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections.abc import Callable
 
-from ..home import controller_identity
 from ..lifecycle.execute import Emit
+from ..state.home import controller_name, died_here
 from ..state.store import JobRecord, Store
-from ..tags import owner
 from .engine import LEASE_SECONDS, Controls, Engine, OnRound
-
-
-def controller_name() -> str:
-    """This process as a lease holder: owner (for people to read), this home's identity and the pid (so that a dead
-    holder of this home is recognised), and a nonce."""
-    return f"{owner()}/{controller_identity()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
 
 def _holder_is_dead(store: Store, job_id: str) -> bool:
@@ -28,23 +19,6 @@ def _holder_is_dead(store: Store, job_id: str) -> bool:
     not be waited out."""
     job = store.get(job_id)
     return job is not None and job.lease_owner is not None and died_here(job.lease_owner)
-
-
-def died_here(holder: str) -> bool:
-    """Whether ``holder`` (a controller_name()) was a process of this home that no longer exists: the pid is part
-    of the name. False when it cannot tell: another home, though of the same ``$USER@hostname`` (its pids are not
-    ours to look at: a CI runner, a container, a second machine of the same name), or a name of an older release."""
-    parts = holder.rsplit("/", 3)
-    if len(parts) != 4 or parts[0] != owner() or parts[1] != controller_identity() or not parts[2].isdigit():
-        return False
-    pid = int(parts[2])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return pid == os.getpid()  # this process's pid, not its name: a controller that was here before (a restart)
 
 
 def drive(

@@ -37,7 +37,6 @@ from ..lifecycle.actions import Action, Move, Wait
 from ..lifecycle.decide import ACTS_ON_CANCEL, decide
 from ..lifecycle.execute import Emit, Ensured, Executor, Next, PermanentFailure
 from ..lifecycle.lease import LeaseGuard
-from ..lifecycle.machine import JobState
 from ..lifecycle.observation import Observation
 from ..lifecycle.observe import CloudLook, look, observe_agents
 from ..lifecycle.settings import Settings, settings_from_json
@@ -45,9 +44,10 @@ from ..plan.models import Plan
 from ..providers.tencent import TencentSdk
 from ..providers.tencent.budget import ApiBudget, OverBudget, patience
 from ..providers.tencent.errors import CloudError, NotFoundError, TransientError
+from ..providers.tencent.retry import waited
 from ..providers.tencent.storage import ObjectStore
-from ..retry import waited
 from ..spec.models import JobSpec
+from ..state.machine import JobState
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
 from ..target import Target, connect, reconnect
 from .steps import StepPool, Urgency

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
+from ..state.home import controller_name
 from ..state.store import Store, StoreBusy, StoreError, StoreUnreachable
-from .drive import controller_name
 from .engine import LEASE_SECONDS, Engine
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan.models import Placement
-from .machine import JobState
+from ..state.machine import JobState
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..contract import ENDED_PHASES, SILENT_AFTER, Outcome, Phase, Result
 from ..plan.models import Placement, Plan
 from ..providers.tencent.vocabulary import ChargeType, InstanceState
+from ..state.machine import JobState
 from ..state.store import JobRecord, NodeRecord
 from .actions import (
     Action,
@@ -34,7 +35,6 @@ from .actions import (
     Terminate,
     Wait,
 )
-from .machine import JobState
 from .observation import KeysRefused, NodeSeen, Observation
 from .recovery import Backoff, GiveUp, Relaunch, next_placement, summarize
 from .settings import Settings

@@ -20,8 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .. import bundle, fingerprint, jobdoc
-from ..bootstrap import user_data
+from ..ci import fingerprint
 from ..ci.facts import run_facts
 from ..contract import (
     AgentConfig,
@@ -41,7 +40,7 @@ from ..contract import (
     checkpoints_location,
     latest_key,
 )
-from ..home import cvmjob_home
+from ..contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
 from ..plan.models import Placement, Plan
 from ..providers.tencent import TencentSdk, billing, compute, images, sts
 from ..providers.tencent.errors import (
@@ -52,13 +51,17 @@ from ..providers.tencent.errors import (
     StateConflictError,
     TransientError,
 )
+from ..providers.tencent.retry import guarded, retrying
 from ..providers.tencent.storage import ObjectStore
 from ..providers.tencent.vocabulary import ChargeType, ImageState
-from ..retry import guarded, retrying
 from ..spec.models import JobSpec
 from ..spec.snapshot import render_snapshot_name
+from ..staging import bundle
+from ..staging.bootstrap import user_data
+from ..state import jobdoc
+from ..state.home import cvmjob_home
+from ..state.machine import JobState
 from ..state.store import ImageRecord, JobRecord, NodeRecord, PoolStore, Store
-from ..tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
 from ..target import Target
 from .actions import (
     Action,
@@ -79,7 +82,6 @@ from .actions import (
     Wait,
 )
 from .lease import LeaseGuard
-from .machine import JobState
 from .observation import KeysRefused
 from .observe import read_node_doc
 

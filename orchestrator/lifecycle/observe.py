@@ -27,13 +27,13 @@ from ..contract import (
     decode_agent_doc,
     too_large,
 )
+from ..contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.paging import PAGE
 from ..providers.tencent.storage import ObjectStore, ObjectTooLarge
+from ..state.machine import JobState
 from ..state.store import JobRecord, NodeRecord
-from ..tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
-from .machine import JobState
 from .observation import NodeSeen, Observation
 
 _NodeDoc = TypeVar("_NodeDoc", Status, Result)

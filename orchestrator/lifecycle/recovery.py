@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from ..plan.models import Placement
 from ..providers.tencent.vocabulary import ChargeType
+from ..state.machine import JobState
 from ..state.store import NodeRecord
-from .machine import JobState
 from .settings import RecoveryRules
 
 PREEMPTED = "preempted"  # reclaimed with a notice, or lost without one

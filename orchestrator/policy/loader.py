@@ -7,16 +7,18 @@ is a file path (relative ones are relative to ``relative_to``, the spec's folder
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import ValidationError
 
 from orchestrator.policy.models import POLICY_MODELS, PolicyKind, PoolPolicy, RecoveryPolicy
 from orchestrator.spec.errors import Problem, SpecError
 from orchestrator.spec.explain import explain
+from orchestrator.spec.loader import load_spec
 from orchestrator.spec.models import JobSpec
 from orchestrator.spec.suggest import did_you_mean
 from orchestrator.spec.yamlfile import read_mapping
@@ -104,3 +106,10 @@ def load_job_policies(spec: JobSpec, spec_path: Path) -> JobPolicies:
     if recovery is None or pool is None:
         raise SpecError(problems)
     return JobPolicies(recovery, pool)
+
+
+def load_job(path: str | os.PathLike[str], overrides: Sequence[str] = (),
+             document: dict[str, Any] | None = None) -> tuple[JobSpec, JobPolicies]:
+    """``load_spec``, with the policies it names (loaded once): what a job is submitted with."""
+    spec = load_spec(path, overrides, document)
+    return spec, load_job_policies(spec, Path(path))

@@ -32,9 +32,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 
 from ..errors import EXIT_CLOUD_ERROR, CvmjobError
-from ..lifecycle.machine import JobState, check_transition
 from ..providers.tencent.vocabulary import ChargeType
 from . import migrations
+from .machine import JobState, check_transition
 from .schema import controllers, events, images, jobs, nodes, pool_instances, sweepers
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from ..lifecycle.machine import JobState
+from ..state.machine import JobState
 
 
 class Ending(str, Enum):

@@ -22,22 +22,23 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from .. import api
+from ..billing.costs import spent
 from ..contract import Status
-from ..controller.drive import died_here
-from ..costs import spent
-from ..lifecycle.machine import JobState
 from ..plan.models import Plan
 from ..plan.planner import PlanError
+from ..policy.loader import load_job
 from ..providers.tencent.errors import CloudError
 from ..spec.errors import SpecError
-from ..spec.loader import load_job, read_job
+from ..spec.loader import read_job
 from ..spec.models import LimitsSpec
 from ..spec.overrides import apply_overrides
+from ..state.home import died_here
+from ..state.machine import JobState
 from ..state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases
+from ..text import show_values
 from . import study as S
 from .rules import Ending, NextTrial, Spend, consecutive_failures, ending, may_start, placements_to_avoid
 from .spec import SweepSpec, placeholder_problems, render
-from .view import show_values
 
 if TYPE_CHECKING:
     import optuna

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..costs import spent
-from ..lifecycle.machine import JobState
+from ..billing.costs import spent
 from ..plan.models import Plan
+from ..state.machine import JobState
 from ..state.store import JobRecord, Store
 from . import study as S
 from .models import Best, Preemption, SweepView, TrialState, TrialView
@@ -65,11 +65,6 @@ def sweeps_of_jobs(store: str) -> dict[str, str]:
     return {job_id: name for name in S.study_names(store)
             for t in S.load_study(name, store).get_trials(deepcopy=False)
             for job_id in t.user_attrs.get(S.JOBS_ATTR, [])}
-
-
-def show_values(values: dict[str, Any]) -> str:
-    """Parameters or metrics on one line: ``lr=0.003, hidden=128``."""
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
 
 
 def _preemptions(job: JobRecord, store: Store) -> list[Preemption]:

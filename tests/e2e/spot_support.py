@@ -14,9 +14,9 @@ from typing import Any
 
 from orchestrator.agent.manifest import read_manifest
 from orchestrator.contract import JobLayout
+from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from orchestrator.providers.tencent import StaticCredential, TencentSdk
 from orchestrator.providers.tencent.storage import ObjectStore
-from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from tests.agent.conftest import LIGHT, PACED
 from tests.emulator.conftest import make_cos
 from tests.emulator_process import EmulatorProcess

@@ -15,7 +15,7 @@ from tencentcloud.cvm.v20170312 import cvm_client
 from tencentcloud.sts.v20180813 import models as sts_models
 from tencentcloud.sts.v20180813 import sts_client
 
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, QUICKSTART_DATA, REGION, REPO, Cli
 from tests.e2e.spot_support import job_folder
 from tests.e2e.test_run import no_instance_left

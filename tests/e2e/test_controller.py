@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from orchestrator.controller.engine import IDLE_SECONDS
 from orchestrator.state.store import Store
-from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import job_folder, tiny_command
 from tests.waiting import wait_until

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, Cli
 from tests.e2e.spot_support import TINY, tiny_command
 from tests.waiting import wait_until

@@ -15,7 +15,7 @@ from tencentcloud.cvm.v20170312 import cvm_client
 from tencentcloud.cvm.v20170312 import models as cvm_models
 
 from orchestrator.errors import EXIT_BAD_INPUT
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import E2E_SECRET_KEY, QUICKSTART, REGION, Cli, cos_keys
 from tests.emulator.conftest import profile
 

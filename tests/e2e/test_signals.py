@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import job_folder, tiny_command
 from tests.e2e.test_run import no_instance_left

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.contract import checkpoint_name
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import (
     JobWatch,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import REPO, Cli, cos_keys
 from tests.e2e.spot_support import STATE_BUCKET, job_folder
 

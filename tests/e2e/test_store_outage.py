@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import Store
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import job_folder, tiny_command

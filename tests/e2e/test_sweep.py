@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.tags import TAG_ATTEMPT, TAG_JOB
+from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import GONE, JobWatch, job_folder, nothing_left, start_steps, steps_in, tiny_command
 from tests.waiting import wait_until

@@ -52,7 +52,7 @@ DEFECTS: tuple[Defect, ...] = (
             "tests/emulator/test_shared_host.py::"
             "test_the_default_bind_is_loopback_and_another_address_needs_a_key_given_on_purpose",
             "tests/emulator/test_shared_host.py::test_seeding_outside_the_roots_given_at_start_is_refused_and_reads_nothing",
-            "tests/unit/test_embedded.py::"
+            "tests/unit/target/test_embedded.py::"
             "test_its_key_is_its_own_private_and_off_every_command_line_and_it_seeds_only_under_home_or_cwd",
         ),
     ),
@@ -70,7 +70,7 @@ DEFECTS: tuple[Defect, ...] = (
             "tests/unit/test_gc.py::test_another_stores_job_is_collected_only_when_its_document_proves_it_ended_or_abandoned",
             "tests/unit/test_gc.py::test_find_orphans_reads_other_stores_documents_in_every_bucket_of_the_region",
             "tests/unit/test_gc.py::test_gc_waits_for_a_pending_instance_and_collects_the_rest_meanwhile",
-            "tests/unit/controller/test_drive.py::test_a_holder_of_another_home_with_the_same_owner_is_not_known_dead",
+            "tests/unit/state/test_home_holders.py::test_a_holder_of_another_home_with_the_same_owner_is_not_known_dead",
         ),
     ),
     Defect(
@@ -167,7 +167,7 @@ DEFECTS: tuple[Defect, ...] = (
          "tests/unit/lifecycle/test_lease.py::"
          "test_a_controller_late_to_renew_renews_on_the_spot_unless_another_took_the_job",
          "tests/unit/controller/test_engine.py::test_cloud_calls_stop_once_renewals_failed_for_the_ttl_less_a_margin",
-         "tests/unit/test_retry.py::test_every_attempt_is_preceded_by_the_guard_and_its_refusal_stops_the_retries"),
+         "tests/unit/providers/tencent/test_retry.py::test_every_attempt_is_preceded_by_the_guard_and_its_refusal_stops_the_retries"),
     ),
     Defect(
         "8", "a refused refresh of the agents' STS keys (`AuthError`) escaped the engine: `cvmjob run` died, and the "
@@ -187,8 +187,8 @@ DEFECTS: tuple[Defect, ...] = (
         "traceback, the partial archive left behind",
         "an archive that cannot be written or read fails the job (FAILED_ERROR) with one reason naming the archive "
         "and the free space, the partial archive removed, nothing in the state bucket or the cloud",
-        ("tests/unit/test_bundle.py::test_a_full_disk_while_archiving_is_one_error_naming_the_archive_and_the_free_space",
-         "tests/unit/test_bundle.py::test_a_partial_archive_is_removed_when_the_file_size_limit_stops_it",
+        ("tests/unit/staging/test_bundle.py::test_a_full_disk_while_archiving_is_one_error_naming_the_archive_and_the_free_space",
+         "tests/unit/staging/test_bundle.py::test_a_partial_archive_is_removed_when_the_file_size_limit_stops_it",
          "tests/e2e/test_staging_disk_full.py::"
          "test_a_disk_full_while_bundling_fails_the_job_with_the_reason_and_creates_nothing"),
     ),
@@ -217,7 +217,7 @@ DEFECTS: tuple[Defect, ...] = (
         "beside them holds every job's spec, the logs the trainings' output",
         "the home cvmjob creates is 0700 and each log it creates 0600; a workdir archive that cannot be made is one "
         "stated error wherever it is made (STAGING, `run --if-changed`), never a traceback",
-        ("tests/unit/test_home.py::test_the_home_and_the_background_logs_are_their_owners_only",),
+        ("tests/unit/state/test_home.py::test_the_home_and_the_background_logs_are_their_owners_only",),
     ),
 )
 

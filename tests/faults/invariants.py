@@ -32,7 +32,7 @@ from tencentcloud.cvm.v20170312 import models as cvm_models
 from crc64ecma import update as crc64
 from orchestrator.contract import JobLayout
 from orchestrator.controller.drive import drive
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.faults.harness import InstanceSampler, World
 
 T = TypeVar("T")

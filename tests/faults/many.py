@@ -17,7 +17,7 @@ from pathlib import Path
 
 from orchestrator import api
 from orchestrator.controller.drive import drive
-from orchestrator.home import store_url
+from orchestrator.state.home import store_url
 from orchestrator.state.store import Store
 
 

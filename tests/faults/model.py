@@ -20,12 +20,12 @@ from typing import Any
 from orchestrator.contract import ImageContents, Outcome, Phase, Result, Status
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.decide import decide
-from orchestrator.lifecycle.machine import JobState, check_transition
 from orchestrator.lifecycle.observation import NodeSeen, Observation
 from orchestrator.lifecycle.settings import Backoff, RecoveryRules, Settings
 from orchestrator.plan.models import Placement, Plan
 from orchestrator.providers.tencent.compute import InstanceView
 from orchestrator.providers.tencent.images import ImageView
+from orchestrator.state.machine import JobState, check_transition
 from orchestrator.state.store import JobRecord, NodeRecord
 
 S = JobState

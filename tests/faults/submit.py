@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from orchestrator import api
-from orchestrator.home import store_url
+from orchestrator.state.home import store_url
 from orchestrator.state.store import CRASH_AT_ENV, Store
 
 

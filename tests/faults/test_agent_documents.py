@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 
 from orchestrator.contract import AGENT_DOC_LIMIT, JobLayout, Outcome, Phase, Result, signal_for
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import STATE_BUCKET, Pool, Record, World, names, scenario
 from tests.waiting import holds_for

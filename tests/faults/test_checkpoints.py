@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import JOB, Pool, Record, World, names, scenario
 

@@ -18,7 +18,7 @@ import threading
 import pytest
 
 from orchestrator.contract import AGENT_WHEELS_PREFIX
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState, all_transitions
+from orchestrator.state.machine import EXIT_CODES, JobState, all_transitions
 from orchestrator.state.store import CRASH_AT_ENV
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario

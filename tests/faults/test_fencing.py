@@ -17,8 +17,8 @@ import pytest
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import Executor
 from orchestrator.lifecycle.lease import LeaseGuard
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.plan.models import Placement
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import FencedOut, ImageRecord, LeaseHeld, NodeRecord, Store
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import BOOTED_WITHIN, Pool, Record, World, names, scenario

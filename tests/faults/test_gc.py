@@ -11,10 +11,10 @@ import secrets
 import pytest
 from sqlalchemy import text
 
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE, TAG_OWNER, owner
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute, images
 from orchestrator.providers.tencent.vocabulary import ChargeType
-from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE, TAG_OWNER, owner
+from orchestrator.state.machine import JobState
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import REGION, TYPE, ZONE, Pool, Record, World, kill, names, scenario

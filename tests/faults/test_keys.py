@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import Pool, Record, World, names, scenario
 from tests.faults.test_matrix import exit_code, finish, running, train

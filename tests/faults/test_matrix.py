@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.contract import AGENT_WHEELS_PREFIX
-from orchestrator.lifecycle.machine import EXIT_CODES, JobState
+from orchestrator.contract.tags import owner
+from orchestrator.state.machine import EXIT_CODES, JobState
 from orchestrator.state.store import JobRecord
-from orchestrator.tags import owner
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import BOOTED_WITHIN, JOB, REPO, TYPE, ZONE, Pool, Record, World, names, scenario

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import Pool, Record, World, kill, names, scenario

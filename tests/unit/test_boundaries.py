@@ -4,13 +4,13 @@ vocabulary stays in the provider (issue 9). Each check lists what breaks it, fil
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from orchestrator.contract import Outcome, Phase
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.providers.tencent import _sdk
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState, StockStatus
+from orchestrator.state.machine import JobState
 
 PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
 PROVIDER = PACKAGE / "providers" / "tencent"
@@ -110,3 +110,86 @@ def test_only_the_provider_imports_its_sdk_module() -> None:
             if any(name.split(".")[-1] == "_sdk" or "._sdk" in name for name in names):
                 importers.append(_where(path, node))
     assert importers == []
+
+
+# -- The house (issue 28): which rooms may import which ------------------------------------------------------------
+
+
+def _module(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, package: Path = PACKAGE) -> Iterator[tuple[str, ast.AST]]:
+    """Every module of the package that ``path`` imports, anywhere in it (inside a function or TYPE_CHECKING
+    too), with ``from a import b`` counted as ``a.b``, so that a submodule imported by name is seen."""
+    module = _module(path, package)
+    here = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, node) for a in node.names if a.name.split(".")[0] == "orchestrator")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")[: len(here.split(".")) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            if source.split(".")[0] == "orchestrator":
+                yield from ((f"{source}.{a.name}", node) for a in node.names)
+
+
+def _room(module: str) -> str:
+    """``orchestrator.state.store.Store`` -> ``state``; a top-level module is its own room (``api``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _crossings(rooms: set[str], allowed: Callable[[str], bool], package: Path = PACKAGE) -> list[str]:
+    """Imports from a module of ``rooms`` of a module that ``allowed`` refuses (given its dotted name)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if _room(_module(path, package)) in rooms:
+            found += [f"{path.relative_to(package.parent)}:{getattr(node, 'lineno', '?')}: {name}"
+                      for name, node in _imports(path, package) if not allowed(name)]
+    return found
+
+
+def _under(name: str, *prefixes: str) -> bool:
+    return any(name == f"orchestrator.{p}" or name.startswith(f"orchestrator.{p}.") for p in prefixes)
+
+
+def test_the_top_of_the_package_holds_only_its_faces_and_leaves() -> None:
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
+        "__init__.py", "api.py", "errors.py", "text.py", "trainkit.py"]
+
+
+def test_the_contract_and_the_leaves_import_nothing_else_of_the_package() -> None:
+    assert _crossings({"contract"}, lambda name: _under(name, "contract")) == []
+    assert _crossings({"errors", "text"}, lambda name: False) == []
+
+
+def test_the_lower_rooms_import_nothing_of_the_rooms_that_drive_them() -> None:
+    above = ("lifecycle", "controller", "api", "cli", "sweep", "bench")
+    assert _crossings({"state", "staging", "ci", "target"}, lambda name: not _under(name, *above)) == []
+
+
+def test_the_spec_knows_no_policy_and_ci_no_sweep() -> None:
+    assert _crossings({"spec"}, lambda name: not _under(name, "policy")) == []
+    assert _crossings({"ci"}, lambda name: not _under(name, "sweep")) == []
+
+
+def test_the_agent_imports_only_what_it_ships_with() -> None:
+    ships = ("agent", "contract", "providers", "spec", "plan.sizing")
+    assert _crossings({"agent"}, lambda name: _under(name, *ships)) == []
+
+
+def test_the_house_checks_see_a_crossing(tmp_path: Path) -> None:
+    package = tmp_path / "orchestrator"
+    module = package / "state" / "x.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("def f():\n    from ..lifecycle import decide\n    from . import store\n")
+
+    assert [name for name, _ in _imports(module, package)] == ["orchestrator.lifecycle.decide",
+                                                               "orchestrator.state.store"]
+    assert _crossings({"state"}, lambda name: not _under(name, "lifecycle"), package) == [
+        "orchestrator/state/x.py:2: orchestrator.lifecycle.decide"]

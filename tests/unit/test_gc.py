@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import api, jobdoc
-from orchestrator.lifecycle.machine import JobState
+from orchestrator import api
+from orchestrator.contract.tags import TAG_JOB, TAG_OWNER
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute, images
 from orchestrator.providers.tencent.errors import StateConflictError
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType
+from orchestrator.state import jobdoc
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import JobRecord, Store
-from orchestrator.tags import TAG_JOB, TAG_OWNER
 from tests.emulator_process import EmulatorProcess, start_emulator
 from tests.waiting import wait_until
 

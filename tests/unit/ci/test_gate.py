@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.ci.gate import EXIT_GATE_FAILED, Comparison, Gate, GateError, check, parse_gate
 from orchestrator.errors import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR
-from orchestrator.lifecycle.machine import EXIT_CODES
+from orchestrator.state.machine import EXIT_CODES
 
 
 @pytest.mark.parametrize(("text", "metric", "comparison", "threshold", "expression"), [

@@ -16,8 +16,8 @@ from typer.testing import CliRunner, Result
 from orchestrator.cli.cost import since_of
 from orchestrator.cli.main import app
 from orchestrator.cli.options import Abort
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.providers.tencent.vocabulary import ChargeType
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import NodeRecord, Store
 from orchestrator.sweep import study as S
 

@@ -11,9 +11,9 @@ from rich.console import Console
 from orchestrator.api import AgentView
 from orchestrator.cli import render
 from orchestrator.contract import GpuUse, Phase, Status
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import NodeSeen, Observation
 from orchestrator.plan.planner import make_plan
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import JobRecord
 from tests.unit.cli.test_render import NODE
 from tests.unit.plan.test_planner import facts, spec

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.cli import render
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from tests.unit.cli.test_render import NODE
 from tests.unit.cli.test_render_gpu import job
 

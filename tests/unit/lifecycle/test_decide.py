@@ -20,13 +20,13 @@ from orchestrator.lifecycle.actions import (
     Wait,
 )
 from orchestrator.lifecycle.decide import STOP_NOW_GRACE, decide
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import NodeSeen, Observation
 from orchestrator.lifecycle.settings import Settings
 from orchestrator.plan.models import Placement, Plan
 from orchestrator.providers.tencent.compute import InstanceView
 from orchestrator.providers.tencent.images import ImageView
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import JobRecord, NodeRecord
 
 S = JobState

@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import fingerprint
+from orchestrator.ci import fingerprint
 from orchestrator.contract import AgentConfig, JobLayout, Phase, RunFacts, Status, latest_key
+from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next, PermanentFailure
 from orchestrator.lifecycle.lease import LeaseGuard
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.plan.models import Placement, Plan
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute, images
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
 from orchestrator.spec import load_spec
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import Store
-from orchestrator.tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
 from orchestrator.target import Target
 from tests.emulator_process import EmulatorProcess
 from tests.waiting import wait_until

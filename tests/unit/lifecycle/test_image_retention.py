@@ -4,10 +4,10 @@ CVMJOB_HOME or CI runner of the same $USER@hostname may have a job of the same n
 
 from __future__ import annotations
 
+from orchestrator.contract.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import Next
 from orchestrator.providers.tencent import images
-from orchestrator.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from tests.unit.lifecycle import test_execute
 from tests.unit.lifecycle.test_execute import Run, running
 from tests.waiting import wait_until

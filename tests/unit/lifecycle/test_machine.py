@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from orchestrator.lifecycle.machine import ALLOWED, EXIT_CODES, TERMINAL, JobState, all_transitions
+from orchestrator.state.machine import ALLOWED, EXIT_CODES, TERMINAL, JobState, all_transitions
 
 
 def test_every_state_has_a_row_and_terminal_states_have_exit_codes() -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.contract import AGENT_DOC_LIMIT, SILENT_AFTER, JobLayout, Outcome, Phase, Result, Status
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.observation import Observation
 from orchestrator.lifecycle.observe import look, observe, observe_agents
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import JobRecord, NodeRecord, Store
 from tests.emulator_process import EmulatorProcess
 

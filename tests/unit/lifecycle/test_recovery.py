@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.lifecycle.recovery import (
     CAPACITY,
     PREEMPTED,
@@ -13,6 +12,7 @@ from orchestrator.lifecycle.recovery import (
 from orchestrator.lifecycle.settings import Backoff as BackoffRule
 from orchestrator.lifecycle.settings import RecoveryRules
 from orchestrator.plan.models import Placement
+from orchestrator.state.machine import JobState
 
 SPOT_A = Placement(zone="z-3", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=1.7)
 SPOT_B = Placement(zone="z-4", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=1.7)

@@ -7,6 +7,7 @@ import pytest
 from orchestrator.policy.loader import (
     BUILTIN_DIR,
     PolicyNotFound,
+    load_job,
     load_job_policies,
     load_policy,
     policy_names,
@@ -88,7 +89,7 @@ def test_unknown_name_suggests_the_nearest(tmp_path: Path) -> None:
 def test_unknown_policy_in_a_spec_points_at_the_spec_field(tmp_path: Path) -> None:
     spec_path = _write(tmp_path / "job.yaml", MINIMAL_SPEC + "policies: {recovery: defualt, pool: nope.yaml}\n")
     with pytest.raises(SpecError) as caught:
-        load_spec(spec_path)
+        load_job(spec_path)
     lines = str(caught.value).splitlines()
     assert lines[0].startswith(f"{spec_path}: policies.recovery: no recovery policy named 'defualt'. "
                                "did you mean 'default'?")
@@ -100,7 +101,7 @@ def test_problems_in_a_policy_file_name_that_file_and_field(tmp_path: Path) -> N
         "next_zone: false", "next_zones: false") + "backoff: {initial: 2m, max: 1m, jitter: 2}\n")
     spec_path = _write(tmp_path / "job.yaml", MINIMAL_SPEC + "policies: {recovery: broken}\n")
     with pytest.raises(SpecError) as caught:
-        load_spec(spec_path)
+        load_job(spec_path)
     assert str(caught.value).splitlines() == [
         f"{policy_path}: backoff.jitter: 2 is out of range. allowed: 0..1",
         f"{policy_path}: next_zone: required field is missing",
@@ -135,3 +136,13 @@ def test_pool_policy_checks(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(SpecError) as caught:
         load_policy("pool", "p", [tmp_path])
     assert str(caught.value).startswith(f"{path}: {expected}")
+
+
+
+def test_the_spec_alone_loads_without_its_policies(tmp_path: Path) -> None:
+    """spec/ knows nothing of policies: a name that is nowhere is load_job's problem, not load_spec's."""
+    spec_path = _write(tmp_path / "job.yaml", MINIMAL_SPEC + "policies: {recovery: defualt}\n")
+
+    assert load_spec(spec_path).policies.recovery == "defualt"
+    with pytest.raises(SpecError, match="no recovery policy named 'defualt'"):
+        load_job(spec_path)

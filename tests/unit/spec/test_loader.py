@@ -160,7 +160,6 @@ ERROR_CASES = [
     (["outputs.dir=checkpoints"], "outputs.dir: 'checkpoints' is also checkpoints.dir. use different folders"),
     (["data.1={source: 'cos://other-1250000000/', target: mnist}"],
      "data.1.target: 'mnist' is already the target of data.0"),
-    (["policies.recovery=defualt"], "policies.recovery: no recovery policy named 'defualt'. did you mean 'default'?"),
 ]
 
 

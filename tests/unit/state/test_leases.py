@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from sqlalchemy import create_engine, text
 
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from orchestrator.state.store import ControllerRecord, FencedOut, LeaseRecord, Store
 from tests.postgres import fresh_database
 from tests.unit.state.conftest import Opener

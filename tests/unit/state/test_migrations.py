@@ -19,8 +19,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
-from orchestrator.lifecycle.machine import JobState
 from orchestrator.state import migrations
+from orchestrator.state.machine import JobState
 from orchestrator.state.schema import metadata
 from orchestrator.state.store import NodeRecord, PoolInstance, PoolStore, Store, StoreError
 from tests.postgres import fresh_database

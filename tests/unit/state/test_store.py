@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lifecycle.machine import IllegalTransition, JobState
 from orchestrator.providers.tencent.vocabulary import ChargeType
+from orchestrator.state.machine import IllegalTransition, JobState
 from orchestrator.state.store import (
     CRASH_AT_ENV,
     FencedOut,
@@ -147,7 +147,7 @@ def test_pool_claims_are_exclusive_and_idempotent(store: Store) -> None:
 
 CRASH_SCRIPT = """
 import sys
-from orchestrator.lifecycle.machine import JobState
+from orchestrator.state.machine import JobState
 from orchestrator.providers.tencent.vocabulary import ChargeType
 from orchestrator.state.store import NodeRecord, Store
 store = Store(sys.argv[1])

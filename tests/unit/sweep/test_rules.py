@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.lifecycle.machine import TERMINAL, JobState
+from orchestrator.state.machine import TERMINAL, JobState
 from orchestrator.sweep.rules import (
     Ending,
     NextTrial,

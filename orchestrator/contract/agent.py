@@ -1,0 +1,89 @@
+"""Controller -> agent: what one node's agent is given (its config, its keys, the job's control) and the rendezvous of
+a multi-node attempt."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .base import LAYOUT_VERSION, Model
+from .layout import Location
+from .reports import HEARTBEAT_SECONDS
+
+
+class ResumeSource(Model):
+    """``checkpoints.resume_from`` as resolved when the job was planned: the job whose latest complete checkpoint
+    an attempt starts from while its own job has none yet."""
+
+    job_id: str
+    checkpoints: Location  # that job's checkpoints_location
+
+
+class CosAccess(Model):
+    """How the agent reaches COS. ``endpoint`` is None on Tencent Cloud, ``host:port`` on the emulator."""
+
+    region: str
+    endpoint: str | None = None
+    appid: str
+    # "sts": temporary keys below, refreshed from ``credentials_url``; "role": the CVM role's metadata keys.
+    mode: Literal["sts", "role"] = "sts"
+    role_name: str | None = None
+
+
+class TemporaryKeys(Model):
+    secret_id: str
+    secret_key: str
+    token: str
+    expires_at: int
+
+
+class CredentialsDoc(Model):
+    """``attempts/<n>/credentials.json``: the controller rotates the agent's keys through it."""
+
+    layout_version: int = LAYOUT_VERSION
+    keys: TemporaryKeys
+
+
+class AgentConfig(Model):
+    """``agent.json``: everything one node's agent needs, fetched by the bootstrap through a presigned URL."""
+
+    layout_version: int = LAYOUT_VERSION
+    job_id: str
+    job_name: str
+    attempt: int
+    node_rank: int
+    nnodes: int
+    state: Location  # the job prefix in the state bucket
+    checkpoints: Location
+    outputs: Location
+    # Another job's checkpoints to start from while this job has none of its own (checkpoints.resume_from);
+    # the keys below may read there.
+    resume_from: ResumeSource | None = None
+    cos: CosAccess
+    keys: TemporaryKeys | None = None
+    credentials_url: str | None = None  # presigned GET of credentials.json (new keys when these expire)
+    workdir_archive_key: str | None = None
+    signal_key: str | None = None  # put once the status says the attempt ended (SIGNALS_PREFIX)
+    spec: dict[str, object]  # the validated JobSpec as JSON (the agent reads setup/data/train/... from it)
+    heartbeat_seconds: float = HEARTBEAT_SECONDS
+    preemption_poll_seconds: float = 2.0
+    bandwidth_gbps: float | None = None  # the instance's network, as the plan's placement has it: sizes transfers
+
+
+class Control(Model):
+    """``control.json``: the controller asks the agents of an attempt to stop (cancel: checkpoint, upload,
+    exit). Without ``checkpoint`` the training is stopped at once (a pruned sweep trial: nothing resumes it)."""
+
+    layout_version: int = LAYOUT_VERSION
+    action: Literal["cancel"]
+    reason: str
+    checkpoint: bool = True
+    time: float
+
+
+class Rendezvous(Model):
+    """``rendezvous.json``: node 0's address for torchrun's c10d rendezvous (multi-node)."""
+
+    layout_version: int = LAYOUT_VERSION
+    host: str
+    port: int
+    instance_id: str
