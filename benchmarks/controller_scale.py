@@ -26,7 +26,7 @@ store's events and /proc:
 - throttled: RequestLimitExceeded answers of any action in that window;
 - reclaim_detect: the reclaim notice -> the job's RECOVERING transition (the simulated agent's reaction included);
 - launch: the job submitted (its record's created_at) -> its RunInstances (the instance with the job's attempt-1
-  ClientToken, lifecycle/execute.py client_token).
+  ClientToken, staging/launch.py client_token).
 
 The last line is exactly ``controller_scale: jobs=N rss_mb=X mb_per_job=Y describe_per_s=Z throttled=T
 reclaim_detect_p95_s=R launch_p95_s=L``. Every wait has a deadline (--timeout for the whole run); the processes
@@ -65,7 +65,7 @@ from orchestrator.contract import JobLayout, Outcome, Phase, Result, Status, sig
 from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NODE
 from orchestrator.emulator.catalog import INSTANCE_TYPES_BY_NAME, zones_of
 from orchestrator.emulator.client import AdminClient, AdminError
-from orchestrator.lifecycle.execute import client_token
+from orchestrator.staging.launch import client_token
 from orchestrator.state.machine import JobState
 from orchestrator.state.store import Store
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator

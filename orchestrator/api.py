@@ -35,11 +35,11 @@ from .contract import (
 )
 from .contract.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
-from .lifecycle.configure import settings_for
 from .lifecycle.observe import read_node_doc
-from .lifecycle.settings import Settings, settings_to_json
+from .plan.configure import settings_for
 from .plan.models import Plan
 from .plan.planner import Facts, PlanError, PublicImage, make_plan
+from .plan.settings import Settings
 from .policy.loader import load_job
 from .providers.tencent import TencentSdk, buckets, compute, images
 from .providers.tencent.errors import CapacityError, CloudError, StateConflictError
@@ -47,12 +47,12 @@ from .providers.tencent.retry import retrying
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
-from .spec.cos import CosUri
 from .spec.workload import LATEST_OF
+from .staging.launch import launch_request
 from .state import jobdoc
 from .state.home import died_here, state_db, store_url
 from .state.machine import JobState
-from .state.store import Event, JobRecord, NodeRecord, PoolStore, Store
+from .state.store import Event, JobRecord, NewJob, NodeRecord, PoolStore, Store
 from .target import Target, connect, embedded, reconnect, resolve
 
 PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
@@ -163,9 +163,7 @@ def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:
 def job_checkpoints(job: JobRecord) -> Location:
     """Where the job's checkpoints and their manifest are (contract.checkpoints_location, from its spec's
     ``checkpoints.upload_to`` and its plan's state bucket)."""
-    upload_to = (job.spec.get("checkpoints") or {}).get("upload_to")
-    return checkpoints_location(job.job_id, Plan.model_validate(job.plan).state_bucket,
-                                CosUri.parse(upload_to).as_dir() if upload_to else None)
+    return checkpoints_location(job.job_id, job.plan.state_bucket, job.spec.checkpoints.upload_to)
 
 
 def _latest_checkpoint(sdk: TencentSdk, job: JobRecord) -> tuple[Location, int] | None:
@@ -186,7 +184,7 @@ def _resume_source(spec: JobSpec, sdk: TencentSdk, store: Store) -> tuple[Resume
     if wanted.startswith(LATEST_OF):
         name = wanted.removeprefix(LATEST_OF)
         for job in store.find(name):  # newest first
-            if job.name == name and Target.from_json(job.cloud).region == spec.region and \
+            if job.name == name and job.target.region == spec.region and \
                     (found := _latest_checkpoint(sdk, job)) is not None:
                 return ResumeSource(job_id=job.job_id, checkpoints=found[0]), [
                     f"{what}: starts from step {found[1]} of {job.job_id} (the newest job named {name} with a "
@@ -198,7 +196,7 @@ def _resume_source(spec: JobSpec, sdk: TencentSdk, store: Store) -> tuple[Resume
         raise PlanError([f"{what}: {exc}"]) from exc
     if not job.job_id.startswith(wanted):  # find_job answers to a name too
         raise PlanError([f"{what}: no job {wanted!r}: `cvmjob ls` lists them"])
-    region = Target.from_json(job.cloud).region
+    region = job.target.region
     if region != spec.region:
         raise PlanError([f"{what}: {job.job_id} ran in {region}, and this job's instances in {spec.region} cannot "
                          f"read its checkpoints. name a job of {spec.region}"])
@@ -248,17 +246,9 @@ def plan(
     first_hour = None if primary.price_per_hour is None else primary.price_per_hour * plan_.nnodes
     need = funds.job_need(plan_.estimated_cost, spec.limits.max_cost, first_hour, plan_.expected_hours)
     funds.ensure(sdk, f"job {spec.name} on {plan_.nnodes} × {primary.label()}", need, notes.append)
-    probe = compute.LaunchRequest(
-        zone=primary.zone,
-        instance_type=primary.instance_type,
-        charge_type=primary.charge_type,
-        image_id=plan_.image_id,
-        client_token="cvmjob-plan-dry-run",
-        name=f"cvmjob-{spec.name}",
-        tags={},
-        spot_max_price=spec.billing.spot_max_price if primary.charge_type == ChargeType.SPOT else None,
-        system_disk=compute.Disk(spec.disks.system.type, spec.disks.system.size_gib),
-    )
+    # The job's own request (its disks, role, tags and price cap), less what only a launch has (UserData, a timer).
+    probe = launch_request(spec, primary, plan_.image_id, client_token="cvmjob-plan-dry-run",
+                           name=f"cvmjob-{spec.name}", tags={})
     if primary.charge_type == ChargeType.RESERVED:
         notes.append(_pool_note(spec, plan_, sdk))
         return PlanReport(spec, spec_path, target, plan_, settings, notes)
@@ -354,19 +344,10 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
     job_id = job_id or new_job_id()
     created = now()
     store.create_job(
-        job_id,
-        report.spec.name,
-        report.spec.model_dump(mode="json"),
-        report.plan.model_dump(mode="json"),
-        report.target.to_json(),
-        created,
-        created + report.spec.limits.max_runtime,
-        str(report.spec_path.resolve().parent),
-        settings_to_json(report.settings),
-        lease=lease,
-        fingerprint=None if inputs is None else inputs.model_dump(mode="json"),
-        labels=labels_from(os.environ).model_dump(mode="json"),
-    )
+        NewJob(job_id=job_id, name=report.spec.name, spec=report.spec, plan=report.plan, target=report.target,
+               settings=report.settings, deadline=created + report.spec.limits.max_runtime,
+               source_dir=str(report.spec_path.resolve().parent), fingerprint=inputs, labels=labels_from(os.environ)),
+        created, lease=lease)
     # At once, so that another machine can follow the job from its first second (a CI workflow's next step).
     job = store.get(job_id)
     assert job is not None
@@ -427,7 +408,7 @@ def release_embedded(store: Store) -> None:
     if current is None:
         return
     for job in store.list_jobs(active_only=True):
-        if job.cloud.get("embedded"):
+        if job.target.embedded:
             return
     embedded.stop(current)
 
@@ -444,7 +425,7 @@ class AgentView:
 def state_store(job: JobRecord) -> ObjectStore:
     """The job's state bucket, where the agents write. The embedded emulator is started again if a finished job
     left it stopped: its COS keeps the reports, the manifest and the logs."""
-    return ObjectStore(connect(reconnect(Target.from_json(job.cloud))), Plan.model_validate(job.plan).state_bucket)
+    return ObjectStore(connect(reconnect(job.target)), job.plan.state_bucket)
 
 
 def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> AgentView:
@@ -454,7 +435,7 @@ def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> Agent
     store = state_store(job)
     layout = JobLayout(job.job_id)
     try:
-        beats = _statuses(store, layout, job.attempt, range(Plan.model_validate(job.plan).nnodes) if every_node
+        beats = _statuses(store, layout, job.attempt, range(job.plan.nnodes) if every_node
                           else (node,))
         result = read_node_doc(store, layout.result(job.attempt, node), Result, job.attempt, node, None)
         manifest = checkpoint_manifest(job, store.sdk)

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 from .. import api
 from ..contract import JobLayout
 from ..errors import CvmjobError
-from ..plan.models import Plan
 from ..providers.tencent.retry import retrying
 from ..providers.tencent.storage import ObjectStore
 from ..state.home import cvmjob_home
@@ -59,7 +58,7 @@ def _ran_on(job: JobRecord, nodes: list[NodeRecord]) -> tuple[str, str, str, flo
     if last:
         node = last[-1]
         return node.instance_type, node.zone, node.charge_type.billing, node.price_per_hour
-    primary = Plan.model_validate(job.plan).primary
+    primary = job.plan.primary
     return primary.instance_type, primary.zone, primary.billing, primary.price_per_hour
 
 
@@ -77,8 +76,8 @@ def result_of(job: JobRecord, nodes: list[NodeRecord], now: float | None = None)
     type_, zone, billing, price = _ran_on(job, nodes)
     rate = report.images_per_s_all or report.images_per_s_1
     return R.BenchResult(
-        job_id=job.job_id, time=time.time() if now is None else now, target=job.cloud["kind"], type=type_,
-        region=Plan.model_validate(job.plan).region, zone=zone, billing=billing, device=report.device,
+        job_id=job.job_id, time=time.time() if now is None else now, target=job.target.kind, type=type_,
+        region=job.plan.region, zone=zone, billing=billing, device=report.device,
         label=R.CPU_LABEL if report.device == "cpu" else "", gpus=report.world, precision=report.precision,
         batch_size=report.batch_size, image_size=report.image_size, images_per_s_1=report.images_per_s_1,
         images_per_s_all=report.images_per_s_all,

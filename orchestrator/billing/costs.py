@@ -61,7 +61,7 @@ def job_cost(job: JobRecord, nodes: list[NodeRecord], now: float, sweep: str | N
         source=_source(billed) if job.state.is_terminal() else RUNNING_SOURCE,
         not_training_seconds=None if outside is None else outside[0],
         not_training_cny=None if outside is None else outside[1],
-        tags={str(k): str(v) for k, v in (job.spec.get("tags") or {}).items()},
+        tags=dict(job.spec.tags),
         sweep=sweep,
     )
 

@@ -18,10 +18,12 @@ from datetime import datetime
 
 from ..contract.tags import TAG_OWNER, TAG_POOL, owner
 from ..errors import EXIT_CLOUD_ERROR, CvmjobError
+from ..plan.models import Placement
 from ..plan.planner import PublicImage, default_image
 from ..providers.tencent import TencentSdk, compute, images
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.vocabulary import ChargeType, InstanceState
+from ..staging.launch import launch_request
 from ..state.store import PoolInstance, PoolStore
 from . import funds
 
@@ -81,11 +83,10 @@ def grow(
     """Buy ``count`` prepaid instances into the pool and wait until they run, if the account's balance covers
     their period (``warn`` says so when it cannot be read). ``image_id`` None: the image the planner would give
     a job on this type."""
-    request = compute.LaunchRequest(
-        zone=zone,
-        instance_type=instance_type,
-        charge_type=ChargeType.RESERVED,
-        image_id=image_id or _default_image(sdk, zone, instance_type),
+    request = launch_request(
+        None,
+        Placement(zone=zone, instance_type=instance_type, charge_type=ChargeType.RESERVED),
+        image_id or _default_image(sdk, zone, instance_type),
         client_token=f"cvmjob-pool-{uuid.uuid4().hex[:32]}",
         name=f"cvmjob-pool-{pool}",
         tags={TAG_POOL: pool, TAG_OWNER: owner()},

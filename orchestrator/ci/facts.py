@@ -52,4 +52,4 @@ def run_facts(job: JobRecord, events: list[Event], metrics: dict[str, float], no
     return RunFacts(job_id=job.job_id, name=job.name, state=job.state.value, metrics=metrics,
                     cost_cny=job.cost_cny, duration_seconds=(ended or now) - job.created_at,
                     attempts=job.attempt, reclaims=reclaims(events), finished_at=ended,
-                    ref=RunLabels.model_validate(job.labels).ref or None)
+                    ref=job.labels.ref or None)

@@ -14,12 +14,10 @@ from rich.table import Table
 
 from ..api import AgentView, PlanReport
 from ..ci.fingerprint import digest
-from ..contract import LOW_UTILISATION, Fingerprint, FingerprintEntry, GpuUse, Location, Status
+from ..contract import LOW_UTILISATION, FingerprintEntry, GpuUse, Location, Status
 from ..lifecycle.observation import Observation
 from ..plan import sizing
-from ..plan.models import Plan
 from ..providers.tencent.vocabulary import ChargeType
-from ..spec import JobSpec
 from ..state.machine import EXIT_CODES, JobState
 from ..state.store import Event, JobRecord, NodeRecord
 from ..text import duration
@@ -193,7 +191,7 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         if view is None or view.manifest is None
         else [{"name": c.name, "step": c.step, "emergency": c.emergency} for c in view.manifest.checkpoints],
         **({} if job.fingerprint is None else
-           {"up_to_date": False, "fingerprint": digest(Fingerprint.model_validate(job.fingerprint))}),
+           {"up_to_date": False, "fingerprint": digest(job.fingerprint)}),
     }
 
 
@@ -276,8 +274,8 @@ def gpu_uses(view: AgentView | None) -> dict[int, GpuUse]:
 def gpu_hint(job: JobRecord, node: int, instance_type: str | None, use: GpuUse) -> str:
     """What a node whose GPUs wait (GpuUse.starved) is told: the usual cause and its fixes, in the numbers of
     the node (its type's vCPUs, the processes the agent starts there) and of the job (where its data is)."""
-    spec = JobSpec.model_validate(job.spec)
-    candidates = Plan.model_validate(job.plan).candidates
+    spec = job.spec
+    candidates = job.plan.candidates
     placement = next((p for p in candidates if p.instance_type == instance_type), candidates[0])
     processes = sizing.processes_per_node(spec.train, placement.gpus)
     # A plan stored before placements had their vCPUs (cpus 0) cannot say the number.

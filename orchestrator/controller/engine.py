@@ -39,14 +39,13 @@ from ..lifecycle.execute import Emit, Ensured, Executor, Next, PermanentFailure
 from ..lifecycle.lease import LeaseGuard
 from ..lifecycle.observation import Observation
 from ..lifecycle.observe import CloudLook, look, observe_agents
-from ..lifecycle.settings import Settings, settings_from_json
 from ..plan.models import Plan
+from ..plan.settings import Settings
 from ..providers.tencent import TencentSdk
 from ..providers.tencent.budget import ApiBudget, OverBudget, patience
 from ..providers.tencent.errors import CloudError, NotFoundError, TransientError
 from ..providers.tencent.retry import waited
 from ..providers.tencent.storage import ObjectStore
-from ..spec.models import JobSpec
 from ..state.machine import JobState
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
 from ..target import Target, connect, reconnect
@@ -156,9 +155,9 @@ class Engine:
              controls: Controls | None = None, on_round: OnRound | None = None) -> Held:
         """Drive ``job`` (as read just after its lease was taken with ``token``)."""
         job_id = job.job_id
-        target = reconnect(Target.from_json(job.cloud))
+        target = reconnect(job.target)
         sdk = self._connection(target)
-        plan = Plan.model_validate(job.plan)
+        plan = job.plan
         if controls is not None:
             self._steered.add(job_id)
         controls = controls or Controls()
@@ -171,7 +170,7 @@ class Engine:
             target=target,
             sdk=sdk,
             state=ObjectStore(sdk, plan.state_bucket),
-            spec=JobSpec.model_validate(job.spec),
+            spec=job.spec,
             plan=plan,
             source_dir=Path(job.source_dir),
             guard=guard,
@@ -179,7 +178,7 @@ class Engine:
             emit=emit,
             ensured=self._ensured,
         )
-        held = Held(job_id, token, target, sdk, executor, settings_from_json(job.settings), plan, controls, on_round)
+        held = Held(job_id, token, target, sdk, executor, job.settings, plan, controls, on_round)
         self.held[job_id] = held
         return held
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan.models import Placement
-from ..state.machine import JobState
+from ..state.machine import JobState, NodeState
+from ..state.store import NodeRecord
 
 
 @dataclass(frozen=True)
@@ -23,16 +24,17 @@ class StartAttempt:
 
 @dataclass(frozen=True)
 class Launch:
-    """RunInstances for one node whose intent is persisted (the ClientToken makes a repeat harmless)."""
+    """RunInstances for one node whose intent is persisted (the ClientToken makes a repeat harmless): the record
+    decide saw."""
 
-    node: int
+    node: NodeRecord
 
 
 @dataclass(frozen=True)
 class MarkNodes:
     """Record what became of the current attempt's nodes (running, lost, failed) with a reason."""
 
-    updates: tuple[tuple[int, str, str], ...]  # (node, state, reason)
+    updates: tuple[tuple[int, NodeState, str], ...]  # (node, state, reason)
 
 
 @dataclass(frozen=True)

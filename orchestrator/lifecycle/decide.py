@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from ..contract import ENDED_PHASES, SILENT_AFTER, Outcome, Phase, Result
 from ..plan.models import Placement, Plan
+from ..plan.settings import Settings
 from ..providers.tencent.vocabulary import ChargeType, InstanceState
-from ..state.machine import JobState
+from ..state.machine import JobState, NodeState
 from ..state.store import JobRecord, NodeRecord
 from .actions import (
     Action,
@@ -37,7 +38,6 @@ from .actions import (
 )
 from .observation import KeysRefused, NodeSeen, Observation
 from .recovery import Backoff, GiveUp, Relaunch, next_placement, summarize
-from .settings import Settings
 
 S = JobState
 # An agent that went silent (contract.SILENT_AFTER) gets new keys, in case the cloud stopped taking its own
@@ -131,12 +131,12 @@ class _Round:
 def _launching(r: _Round) -> list[Action]:
     if r.job.cancel_requested:
         return [Move(S.TEARING_DOWN, "cancelled while launching", outcome=S.CANCELLED)]
-    failed = [n for n in r.current if n.state == "failed"]
+    failed = [n for n in r.current if n.state == NodeState.FAILED]
     if failed:
         return [Move(S.RECOVERING, f"launch failed: {failed[0].end_reason}")]
-    pending = [n for n in r.current if n.state == "intent"]  # pool members have an id before their reset
+    pending = [n for n in r.current if n.state == NodeState.INTENT]  # pool members have an id before their reset
     if pending:
-        return [Launch(n.node) for n in pending]
+        return [Launch(n) for n in pending]
     return [Move(S.BOOTING, "instances created")]
 
 
@@ -144,22 +144,22 @@ def _seen(obs: Observation) -> dict[int, NodeSeen]:
     return {n.node: n for n in obs.nodes}
 
 
-def _lost_nodes(current: list[NodeRecord], obs: Observation) -> list[tuple[int, str, str]]:
+def _lost_nodes(current: list[NodeRecord], obs: Observation) -> list[tuple[int, NodeState, str]]:
     """Nodes whose instance the cloud no longer runs (without the agent having finished)."""
     seen = _seen(obs)
     lost = []
     for n in current:
         view = seen.get(n.node)
-        if view is None or n.instance_id is None or n.state in ("lost", "failed", "gone"):
+        if view is None or n.instance_id is None or n.state.is_ended():
             continue
         if view.result is not None:
             continue
         if view.instance is None:
-            lost.append((n.node, "lost", "the instance disappeared (reclaimed without notice or released)"))
+            lost.append((n.node, NodeState.LOST, "the instance disappeared (reclaimed without notice or released)"))
         elif view.instance.state.never_ran:
-            lost.append((n.node, "failed", view.instance.error_message or f"{view.instance.state}"))
+            lost.append((n.node, NodeState.FAILED, view.instance.error_message or f"{view.instance.state}"))
         elif view.instance.state.down:
-            lost.append((n.node, "lost", f"the instance is {view.instance.state} (reclaimed?)"))
+            lost.append((n.node, NodeState.LOST, f"the instance is {view.instance.state} (reclaimed?)"))
     return lost
 
 
@@ -171,9 +171,9 @@ def _booting(r: _Round) -> list[Action]:
         return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
     seen = _seen(r.obs)
     newly_running = tuple(
-        (n.node, "running", "instance RUNNING")
+        (n.node, NodeState.RUNNING, "instance RUNNING")
         for n in r.current
-        if n.state == "launched"
+        if n.state == NodeState.LAUNCHED
         and (v := seen.get(n.node))
         and v.instance
         and v.instance.state == InstanceState.RUNNING
@@ -244,13 +244,13 @@ def _running(r: _Round) -> list[Action]:
     results = [v.result for v in r.obs.nodes if v.result is not None]
     preempted = [r for r in results if r.outcome == Outcome.PREEMPTED]
     if preempted:
-        updates = tuple((n.node, "lost", f"preempted: {preempted[0].reason}") for n in r.current)
+        updates = tuple((n.node, NodeState.LOST, f"preempted: {preempted[0].reason}") for n in r.current)
         return [MarkNodes(updates), Move(S.RECOVERING, f"spot reclaim: {preempted[0].reason}")]
     # A lost node decides before the others' reports: losing a peer makes their training fail, which is not the
     # training's fault. With torchrun elastic (train.elastic_min_nodes) enough survivors keep the attempt going.
     lost = _lost_nodes(r.current, r.obs)
     if lost:
-        survivors = sum(1 for n in r.current if n.state not in ("lost", "failed", "gone")) - len(lost)
+        survivors = sum(1 for n in r.current if not n.state.is_ended()) - len(lost)
         if r.s.elastic_min_nodes is None or survivors < r.s.elastic_min_nodes:
             return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
         doomed = tuple(
@@ -260,7 +260,7 @@ def _running(r: _Round) -> list[Action]:
         )
         dropped: list[Action] = [Terminate(doomed, "lost; the elastic job goes on without it")] if doomed else []
         return [*dropped, MarkNodes(tuple(lost))]
-    expected = [n for n in r.current if n.state not in ("lost", "failed", "gone")]
+    expected = [n for n in r.current if not n.state.is_ended()]
     mine = {n.node for n in expected}
     results = [v.result for v in r.obs.nodes if v.result is not None and v.node in mine]
     failures = [r for r in results if r.outcome in _FAILURE_STATES]
@@ -300,7 +300,7 @@ def _running(r: _Round) -> list[Action]:
         return ours
     if stale:
         ids = tuple(v.instance_id for v in stale if v.instance_id and not _pool_node(r.current, v.node))
-        updates = tuple((v.node, "lost", "heartbeat stale: the agent stopped reporting") for v in stale)
+        updates = tuple((v.node, NodeState.LOST, "heartbeat stale: the agent stopped reporting") for v in stale)
         ending: list[Action] = [Terminate(ids, "its agent stopped reporting")] if ids else []
         return [
             *ending,
@@ -430,7 +430,7 @@ def _pool_held(current: list[NodeRecord]) -> tuple[str, ...]:
     return tuple(
         n.instance_id
         for n in current
-        if n.charge_type == ChargeType.RESERVED and n.instance_id and n.state != "released"
+        if n.charge_type == ChargeType.RESERVED and n.instance_id and n.state != NodeState.RELEASED
     )
 
 

@@ -9,7 +9,6 @@ something already gone is success.
 from __future__ import annotations
 
 import functools
-import hashlib
 import tempfile
 import threading
 import time
@@ -23,24 +22,20 @@ from typing import Any
 from ..ci import fingerprint
 from ..ci.facts import run_facts
 from ..contract import (
-    AgentConfig,
     Control,
-    CosAccess,
     CredentialsDoc,
     Fingerprint,
     FingerprintEntry,
     JobLayout,
-    Location,
     Result,
     Status,
     TemporaryKeys,
     Unread,
     UnreadWhy,
     agent_wheel_key,
-    checkpoints_location,
     latest_key,
 )
-from ..contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
+from ..contract.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from ..plan.models import Placement, Plan
 from ..providers.tencent import TencentSdk, billing, compute, images, sts
 from ..providers.tencent.errors import (
@@ -56,11 +51,12 @@ from ..providers.tencent.storage import ObjectStore
 from ..providers.tencent.vocabulary import ChargeType, ImageState
 from ..spec.models import JobSpec
 from ..spec.snapshot import render_snapshot_name
-from ..staging import bundle
+from ..staging import agent_config, bundle
 from ..staging.bootstrap import user_data
+from ..staging.launch import client_token, launch_request, node_name, node_tags
 from ..state import jobdoc
 from ..state.home import cvmjob_home
-from ..state.machine import JobState
+from ..state.machine import JobState, NodeState
 from ..state.store import ImageRecord, JobRecord, NodeRecord, PoolStore, Store
 from ..target import Target
 from .actions import (
@@ -130,11 +126,6 @@ class Ensured:
         ensure()  # two threads may both ensure: each step of it is idempotent
         with self._lock:
             self._done.add(where)
-
-def client_token(job_id: str, attempt: int, node: int) -> str:
-    """Deterministic per (job, attempt, node) and at most 64 ASCII characters (RunInstances' limit)."""
-    return "cvmjob-" + hashlib.sha256(f"{job_id}/{attempt}/{node}".encode()).hexdigest()[:40]
-
 
 def pool_holder(node: NodeRecord) -> str:
     """Who holds a pool member: one node of one attempt of one job."""
@@ -250,7 +241,7 @@ class Executor:
                 charge_type=p.charge_type,
                 price_per_hour=p.price_per_hour,
                 instance_id=None,
-                state="intent",
+                state=NodeState.INTENT,
                 on_demand_price_per_hour=p.on_demand_price_per_hour,
             )
             if p.charge_type == ChargeType.RESERVED:
@@ -281,7 +272,8 @@ class Executor:
         placements = self.plan.reserved_placements()
         member = self.pools.claim(self.pool, placements, pool_holder(record), self.now())
         if member is None:
-            return replace(record, state="failed", end_reason=f"reserved pool {self.pool} busy", ended_at=self.now())
+            return replace(record, state=NodeState.FAILED, end_reason=f"reserved pool {self.pool} busy",
+                           ended_at=self.now())
         self.emit(
             "pool",
             f"node {record.node}: reserved pool member {member.instance_id} ({member.instance_type}, {member.zone})",
@@ -296,35 +288,18 @@ class Executor:
 
     def _ReleasePool(self, action: ReleasePool) -> Next:
         for node in self.store.nodes(self.job_id):
-            if node.instance_id in action.instance_ids and node.state != "released":
+            if node.instance_id in action.instance_ids and node.state != NodeState.RELEASED:
                 self.pools.release(node.instance_id, pool_holder(node), self.now())
-                self.store.put_node(self.token, replace(node, state="released", ended_at=node.ended_at or self.now()))
+                released = replace(node, state=NodeState.RELEASED, ended_at=node.ended_at or self.now())
+                self.store.put_node(self.token, released)
                 self.emit("pool", f"gave {node.instance_id} back to the reserved pool")
         return Next.CONTINUE
 
     # -- agent configuration and credentials -------------------------------------------------------------
-    def _locations(self) -> tuple[Location, Location, Location]:
-        layout = self.layout
-        state = Location(bucket=self.state.bucket, prefix=layout.prefix)
-        out = self.spec.outputs.upload_to
-        checkpoints = checkpoints_location(self.job_id, self.state.bucket, self.spec.checkpoints.upload_to)
-        outputs = (
-            Location(bucket=out.bucket, prefix=out.prefix)
-            if out
-            else Location(bucket=self.state.bucket, prefix=layout.outputs_prefix)
-        )
-        return state, checkpoints, outputs
-
     def _issue_keys(self) -> TemporaryKeys:
-        state, checkpoints, outputs = self._locations()
-        grants = [sts.Grant(loc.bucket, loc.prefix, write=True) for loc in (state, checkpoints, outputs)]
-        grants += [sts.Grant(d.source.bucket, d.source.prefix, write=False) for d in self.spec.data]
-        source = self.plan.resume_from
-        if source is not None:  # another job's checkpoints to start from: read, never written
-            grants.append(sts.Grant(source.checkpoints.bucket, source.checkpoints.prefix, write=False))
-        grants.append(sts.Grant(self.state.bucket, self.layout.signals_prefix, write=True))
-        name = f"cvmjob{self.job_id.replace('-', '')}"[:32]
-        creds = retrying(lambda: sts.federation_token(self.sdk, name, self.target.appid, grants, CREDENTIAL_SECONDS))
+        granted = agent_config.grants(self.job_id, self.spec, self.plan)
+        name = agent_config.federation_name(self.job_id)
+        creds = retrying(lambda: sts.federation_token(self.sdk, name, self.target.appid, granted, CREDENTIAL_SECONDS))
         return TemporaryKeys(
             secret_id=creds.secret_id, secret_key=creds.secret_key, token=creds.token, expires_at=creds.expires_at
         )
@@ -350,7 +325,6 @@ class Executor:
         role)."""
         role = self.spec.cam_role
         keys = None if role else self._write_credentials(attempt)
-        state, checkpoints, outputs = self._locations()
         wanted = self.spec.checkpoints.resume_from
         if attempt == 1 and wanted is not None and self.plan.resume_from is None:  # latest-of: found no job then
             said = f"checkpoints.resume_from {wanted}: no such job had a complete checkpoint at plan time; starts fresh"
@@ -360,36 +334,11 @@ class Executor:
         credentials_url = (
             None if role else self.state.presigned_get_url(layout.credentials(attempt), self._presign_seconds(job))
         )
-        for node in range(self.spec.train.nnodes):
-            config = AgentConfig(
-                job_id=self.job_id,
-                job_name=self.spec.name,
-                attempt=attempt,
-                node_rank=node,
-                nnodes=self.spec.train.nnodes,
-                state=state,
-                checkpoints=checkpoints,
-                outputs=outputs,
-                resume_from=self.plan.resume_from,
-                cos=CosAccess(
-                    region=self.target.region,
-                    endpoint=self.target.endpoint,
-                    appid=self.target.appid,
-                    mode="role" if role else "sts",
-                    role_name=role,
-                ),
-                keys=keys,
-                credentials_url=credentials_url,
-                workdir_archive_key=layout.workdir_archive,
-                signal_key=layout.signal(attempt, node),
-                spec=self.spec.model_dump(mode="json"),
-                bandwidth_gbps=placement.bandwidth_gbps,
-            )
-            retrying(
-                functools.partial(
-                    self.state.put_json, layout.agent_config(attempt, node), config.model_dump(mode="json")
-                )
-            )
+        configs = agent_config.agent_configs(self.job_id, self.spec, self.plan, self.target, attempt, placement,
+                                             keys, credentials_url)
+        for config in configs:
+            key, doc = layout.agent_config(attempt, config.node_rank), config.model_dump(mode="json")
+            retrying(functools.partial(self.state.put_json, key, doc))
         return keys
 
     def _keys_on_record(self, keys: TemporaryKeys | None) -> dict[str, float]:
@@ -424,8 +373,6 @@ class Executor:
 
     # -- instances ---------------------------------------------------------------------------------------
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
-        plan = self.plan
-        layout = self.layout
         seconds = self._presign_seconds(job)
         data = user_data(
             self.job_id,
@@ -433,38 +380,20 @@ class Executor:
             node.node,
             # Ensured here too: a job staged by an earlier release has its wheel elsewhere.
             wheel_url=self.state.presigned_get_url(self._agent_wheel(), seconds),
-            config_url=self.state.presigned_get_url(layout.agent_config(node.attempt, node.node), seconds),
+            config_url=self.state.presigned_get_url(self.layout.agent_config(node.attempt, node.node), seconds),
         )
-        tags = {
-            **self.spec.tags,
-            TAG_JOB: self.job_id,
-            TAG_ATTEMPT: str(node.attempt),
-            TAG_NODE: str(node.node),
-            TAG_NAME: self.spec.name,
-            TAG_OWNER: owner(),
-        }
-        disks = self.spec.disks
-        return compute.LaunchRequest(
-            zone=node.zone,
-            instance_type=node.instance_type,
-            charge_type=node.charge_type,
-            image_id=plan.image_id,
+        return launch_request(
+            self.spec, node, self.plan.image_id,
             client_token=node.client_token,
-            name=f"cvmjob-{self.spec.name}-{self.job_id}-a{node.attempt}n{node.node}",
-            tags=tags,
+            name=node_name(self.spec, self.job_id, node.attempt, node.node),
+            tags=node_tags(self.spec, self.job_id, node.attempt, node.node),
             user_data_b64=data,
-            terminate_at=datetime.fromtimestamp(
-                max(job.deadline + ACTION_TIMER_MARGIN, self.now() + 420), timezone.utc
-            ),
-            system_disk=compute.Disk(disks.system.type, disks.system.size_gib),
-            data_disks=tuple(compute.Disk(d.type, d.size_gib) for d in disks.data),
-            spot_max_price=self.spec.billing.spot_max_price if node.charge_type == ChargeType.SPOT else None,
-            cam_role=self.spec.cam_role,
+            terminate_at=datetime.fromtimestamp(max(job.deadline + ACTION_TIMER_MARGIN, self.now() + 420),
+                                                timezone.utc),
         )
 
     def _Launch(self, action: Launch) -> Next:
-        job = self.job()
-        node = next(n for n in self.store.nodes(self.job_id, job.attempt) if n.node == action.node)
+        job, node = self.job(), action.node
         request = self._launch_request(job, node)
         if node.charge_type == ChargeType.RESERVED:
             return self._reimage_pool_member(node, request)
@@ -472,7 +401,8 @@ class Executor:
             ids = retrying(lambda: compute.run_instances(self.sdk, request))
         except (CapacityError, QuotaError) as exc:
             self.store.put_node(
-                self.token, replace(node, state="failed", end_reason=f"{exc.code}: {exc.message}", ended_at=self.now())
+                self.token,
+                replace(node, state=NodeState.FAILED, end_reason=f"{exc.code}: {exc.message}", ended_at=self.now()),
             )
             self.emit("capacity", f"no capacity for {request.instance_type} in {request.zone}: {exc.code}")
             return Next.LOOK_AGAIN
@@ -481,7 +411,8 @@ class Executor:
             return Next.LOOK_AGAIN
         except CloudError as exc:
             raise PermanentFailure(f"RunInstances refused: {exc}") from exc
-        self.store.put_node(self.token, replace(node, instance_id=ids[0], state="launched", launched_at=self.now()))
+        launched = replace(node, instance_id=ids[0], state=NodeState.LAUNCHED, launched_at=self.now())
+        self.store.put_node(self.token, launched)
         self.emit("launch", f"instance {ids[0]} created ({request.instance_type}, {request.zone})")
         return Next.CONTINUE
 
@@ -500,10 +431,11 @@ class Executor:
             return Next.LOOK_AGAIN
         except CloudError as exc:
             self.store.put_node(
-                self.token, replace(node, state="failed", end_reason=f"{exc.code}: {exc.message}", ended_at=self.now())
+                self.token,
+                replace(node, state=NodeState.FAILED, end_reason=f"{exc.code}: {exc.message}", ended_at=self.now()),
             )
             return Next.LOOK_AGAIN
-        self.store.put_node(self.token, replace(node, state="launched", launched_at=self.now()))
+        self.store.put_node(self.token, replace(node, state=NodeState.LAUNCHED, launched_at=self.now()))
         self.emit("launch", f"re-imaging reserved instance {node.instance_id} for this job")
         return Next.CONTINUE
 
@@ -513,12 +445,12 @@ class Executor:
         now = self.now()
         for node, state, reason in action.updates:
             record = by_node[node]
-            if state == "running":
-                record = replace(record, state="running", running_at=record.running_at or now)
+            if state == NodeState.RUNNING:
+                record = replace(record, state=NodeState.RUNNING, running_at=record.running_at or now)
             else:
                 record = replace(record, state=state, end_reason=reason, ended_at=record.ended_at or now)
             self.store.put_node(self.token, record)
-            if state != "running":
+            if state != NodeState.RUNNING:
                 self.emit("lost", f"node {node}: {reason}")
         return Next.CONTINUE
 
@@ -653,7 +585,7 @@ class Executor:
             self.store.put_node(
                 self.token,
                 replace(node, cost_cny=cost, cost_source=source, training_seconds=self._training_seconds(node),
-                        state="gone" if node.state in ("launched", "running") else node.state),
+                        state=NodeState.GONE if node.state in (NodeState.LAUNCHED, NodeState.RUNNING) else node.state),
             )
         self.store.update(self.job_id, self.token, self.now(), cost_cny=round(total, 2))
         self.store.note(self.job_id, self.token, "bill", f"{total:.2f} CNY", self.now())
@@ -684,7 +616,7 @@ class Executor:
                           metrics, now)
         retrying(lambda: self.state.put_json(latest_key(job.name, facts.ref or ""), facts.model_dump(mode="json")))
         if job.fingerprint is not None:
-            self._index_inputs(job, Fingerprint.model_validate(job.fingerprint), metrics, now)
+            self._index_inputs(job, job.fingerprint, metrics, now)
         return Next.CONTINUE
 
     def _index_inputs(self, job: JobRecord, taken: Fingerprint, metrics: dict[str, float], now: float) -> None:
@@ -695,7 +627,8 @@ class Executor:
             self.emit("fingerprint", detail)
             return
         entry = FingerprintEntry(job_id=self.job_id, name=job.name, finished_at=now, fingerprint=taken,
-                                 outputs=self._locations()[2], metrics=metrics, image_id=job.image_id)
+                                 outputs=agent_config.locations(self.job_id, self.spec, self.state.bucket).outputs,
+                                 metrics=metrics, image_id=job.image_id)
         retrying(lambda: self.state.put_json(fingerprint.index_key(taken), entry.model_dump(mode="json")))
         self.emit("fingerprint", "inputs recorded: `run --if-changed` on the same inputs reuses this job")
 

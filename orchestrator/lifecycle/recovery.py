@@ -10,10 +10,10 @@ import random
 from dataclasses import dataclass
 
 from ..plan.models import Placement
+from ..plan.settings import RecoveryRules
 from ..providers.tencent.vocabulary import ChargeType
-from ..state.machine import JobState
+from ..state.machine import JobState, NodeState
 from ..state.store import NodeRecord
-from .settings import RecoveryRules
 
 PREEMPTED = "preempted"  # reclaimed with a notice, or lost without one
 CAPACITY = "capacity"  # no stock / launch failed
@@ -57,11 +57,11 @@ def summarize(nodes: list[NodeRecord]) -> list[AttemptSummary]:
     out = []
     for attempt in sorted(by_attempt):
         group = by_attempt[attempt]
-        ended = [n for n in group if n.state in ("lost", "failed")]
+        ended = [n for n in group if n.state in (NodeState.LOST, NodeState.FAILED)]
         if not ended:
             continue
         first = ended[0]
-        kind = CAPACITY if first.state == "failed" else PREEMPTED
+        kind = CAPACITY if first.state == NodeState.FAILED else PREEMPTED
         out.append(
             AttemptSummary(
                 attempt=attempt,

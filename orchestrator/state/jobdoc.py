@@ -18,7 +18,7 @@ from ..contract import JobDoc, JobLayout
 from ..providers.tencent.errors import CloudError, NotFoundError
 from ..providers.tencent.retry import retrying
 from ..providers.tencent.storage import ObjectStore
-from .store import Event, JobRecord, NodeRecord
+from .store import Event, JobRecord, NodeRecord, job_from_json, job_to_json
 
 log = logging.getLogger(__name__)
 
@@ -27,20 +27,25 @@ T = TypeVar("T")
 
 
 def document(job: JobRecord, nodes: list[NodeRecord], events: list[Event]) -> JobDoc:
-    return JobDoc(job=dataclasses.asdict(job), nodes=[dataclasses.asdict(n) for n in nodes],
+    return JobDoc(job=job_to_json(job), nodes=[dataclasses.asdict(n) for n in nodes],
                   events=[dataclasses.asdict(e) for e in events[-EVENTS_KEPT:]])
 
 
 def records(doc: JobDoc) -> tuple[JobRecord, list[NodeRecord], list[Event]]:
-    return (_decode(JobRecord, doc.job), [_decode(NodeRecord, n) for n in doc.nodes],
+    _known(JobRecord, doc.job, renamed={"target": "cloud"})
+    return (job_from_json(doc.job), [_decode(NodeRecord, n) for n in doc.nodes],
             [_decode(Event, e) for e in doc.events])
 
 
-def _decode(cls: type[T], data: dict[str, Any]) -> T:
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+def _known(cls: type[Any], data: dict[str, Any], renamed: dict[str, str] | None = None) -> None:
+    known = {(renamed or {}).get(f.name, f.name) for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"job.json: unknown {cls.__name__} field(s) {', '.join(unknown)} (a newer cvmjob wrote it)")
+
+
+def _decode(cls: type[T], data: dict[str, Any]) -> T:
+    _known(cls, data)
     return TypeAdapter(cls).validate_python(data)
 
 

@@ -105,3 +105,19 @@ EXIT_CODES: dict[JobState, int] = {
     S.FAILED_ERROR: 30,
     S.CANCELLED: 130,
 }
+
+
+class NodeState(str, Enum):
+    """Where one node of an attempt is: the store's record of it, written by the executor only."""
+
+    INTENT = "intent"  # about to be launched: its ClientToken recorded before RunInstances
+    LAUNCHED = "launched"  # RunInstances answered (or a pool member was reset for it)
+    RUNNING = "running"  # the cloud says RUNNING
+    LOST = "lost"  # reclaimed, disappeared or silent: its attempt is over
+    FAILED = "failed"  # the launch was refused
+    GONE = "gone"  # terminated at teardown
+    RELEASED = "released"  # a reserved pool member handed back to the pool
+
+    def is_ended(self) -> bool:
+        """It no longer serves its attempt."""
+        return self in (NodeState.LOST, NodeState.FAILED, NodeState.GONE)

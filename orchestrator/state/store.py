@@ -21,20 +21,26 @@ import threading
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection, Engine, Row, Table, bindparam, create_engine, event, func, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import exc as sql_errors
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 
+from ..contract import Fingerprint, RunLabels
 from ..errors import EXIT_CLOUD_ERROR, CvmjobError
+from ..plan.models import Plan
+from ..plan.settings import Settings
 from ..providers.tencent.vocabulary import ChargeType
+from ..spec.models import JobSpec
+from ..target.resolve import Target
 from . import migrations
-from .machine import JobState, check_transition
+from .machine import JobState, NodeState, check_transition
 from .schema import controllers, events, images, jobs, nodes, pool_instances, sweepers
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
@@ -100,15 +106,33 @@ class StaleState(RuntimeError):
 
 
 @dataclass(frozen=True)
+class NewJob:
+    """A job as it is submitted: what ``Store.create_job`` records, born together at plan time."""
+
+    job_id: str
+    name: str
+    spec: JobSpec
+    plan: Plan
+    target: Target
+    settings: Settings
+    deadline: float
+    source_dir: str
+    fingerprint: Fingerprint | None = None  # `run --if-changed`: the inputs at submission
+    labels: RunLabels = field(default_factory=RunLabels)  # where it ran from
+
+
+@dataclass(frozen=True)
 class JobRecord:
+    """A job as the store has it, its documents decoded (``job_from_json``, the one place)."""
+
     job_id: str
     name: str
     state: JobState
     outcome: JobState | None
     reason: str
-    spec: dict[str, Any]
-    plan: dict[str, Any]
-    cloud: dict[str, Any]
+    spec: JobSpec
+    plan: Plan
+    target: Target  # stored as "cloud"
     attempt: int
     created_at: float
     updated_at: float
@@ -123,14 +147,14 @@ class JobRecord:
     lease_token: int
     lease_expires: float
     source_dir: str
-    settings: dict[str, Any]
+    settings: Settings
     keys_issued_at: float | None = None
     keys_expire_at: float | None = None
     image_error: str | None = None
     entered_at: float = 0.0  # when it entered its state: the latest transition
     cancel_checkpoint: bool = True  # the requested cancel wants the agents' emergency checkpoint first
-    fingerprint: dict[str, Any] | None = None  # `run --if-changed`: the inputs at submission
-    labels: dict[str, Any] = field(default_factory=dict)  # where it ran from: contract.RunLabels
+    fingerprint: Fingerprint | None = None  # `run --if-changed`: the inputs at submission
+    labels: RunLabels = field(default_factory=RunLabels)  # where it ran from
 
 
 @dataclass(frozen=True)
@@ -155,7 +179,7 @@ class NodeRecord:
     charge_type: ChargeType
     price_per_hour: float | None
     instance_id: str | None
-    state: str  # intent | launched | running | lost | failed | gone
+    state: NodeState
     launched_at: float | None = None
     running_at: float | None = None
     ended_at: float | None = None
@@ -247,17 +271,36 @@ _ACTIVE_STATES = [s.value for s in JobState if s.is_active()]
 _WRITE = "cvmjob_write"  # execution option: this connection's transaction writes (SQLite: BEGIN IMMEDIATE)
 
 
+_JOB_RECORD = TypeAdapter(JobRecord)
+
+
+def job_from_json(data: Mapping[str, Any]) -> JobRecord:
+    """A job's record from its stored form (a row's columns, JSON documents parsed; a job.json's ``job``): every
+    field checked, the documents decoded into their models. The stored form names the target "cloud"."""
+    return _JOB_RECORD.validate_python({("target" if k == "cloud" else k): v for k, v in data.items()})
+
+
+def job_to_json(job: JobRecord) -> dict[str, Any]:
+    """The stored form of ``job``: what ``job_from_json`` reads back."""
+    data: dict[str, Any] = _JOB_RECORD.dump_python(job, mode="json")
+    data["cloud"] = data.pop("target")
+    return data
+
+
 def _job(row: Row[Any]) -> JobRecord:
     data = dict(row._mapping)
     for column, name in _JSON_COLUMNS.items():
         data[name] = json.loads(data.pop(column))
-    data["state"] = JobState(data["state"])
-    data["outcome"] = JobState(data["outcome"]) if data["outcome"] else None
-    data["cancel_requested"] = bool(data["cancel_requested"])
-    data["cancel_checkpoint"] = bool(data["cancel_checkpoint"])
     fingerprint = data.pop("fingerprint_json")
     data["fingerprint"] = None if fingerprint is None else json.loads(fingerprint)
-    return JobRecord(**data)
+    try:
+        return job_from_json(data)
+    except ValidationError as exc:  # a migration rewrites what a release changes: only a hand's edit gets here
+        first = exc.errors(include_url=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise StoreError(f"job {data['job_id']} in the store cannot be read ({where}: {first['msg']}): its record "
+                         "was changed outside cvmjob. restore the store from a backup, or delete the job's rows and "
+                         "let `cvmjob gc` collect what it left in the cloud") from exc
 
 
 def _new_token(previous: int) -> int:
@@ -289,13 +332,13 @@ def _unreadable(exc: sql_errors.DBAPIError) -> bool:
 
 def _node(row: Row[Any]) -> NodeRecord:
     data = dict(row._mapping)
-    return NodeRecord(**{**data, "charge_type": ChargeType(data["charge_type"])})
+    return NodeRecord(**{**data, "charge_type": ChargeType(data["charge_type"]), "state": NodeState(data["state"])})
 
 
 def _wire(value: Any) -> Any:
     """A value as the store keeps it: an enum as its string (a driver may adapt an enum by its name), a flag as
     0 or 1 (PostgreSQL will not put a boolean in an integer column)."""
-    if isinstance(value, JobState | ChargeType):
+    if isinstance(value, JobState | NodeState | ChargeType):
         return value.value
     return int(value) if isinstance(value, bool) else value
 
@@ -516,21 +559,7 @@ class Store:
             return [ImageRecord(**r._mapping) for r in conn.execute(query)]
 
     # -- creation and leases ---------------------------------------------------------------------------
-    def create_job(
-        self,
-        job_id: str,
-        name: str,
-        spec: dict[str, Any],
-        plan: dict[str, Any],
-        cloud: dict[str, Any],
-        now: float,
-        deadline: float,
-        source_dir: str,
-        settings: dict[str, Any],
-        lease: tuple[str, float] | None = None,
-        fingerprint: dict[str, Any] | None = None,
-        labels: dict[str, Any] | None = None,
-    ) -> None:
+    def create_job(self, job: NewJob, now: float, lease: tuple[str, float] | None = None) -> None:
         """``lease``: (owner, ttl) of the controller that will drive the job itself (`cvmjob run`), so that no
         other controller claims it between its submission and its first round."""
         held = {"lease_owner": lease[0], "lease_expires": now + lease[1]} if lease else {}
@@ -538,25 +567,25 @@ class Store:
             conn.execute(
                 jobs.insert().values(
                     **held,
-                    job_id=job_id,
-                    name=name,
+                    job_id=job.job_id,
+                    name=job.name,
                     state=JobState.PENDING.value,
-                    spec_json=json.dumps(spec),
-                    plan_json=json.dumps(plan),
-                    cloud_json=json.dumps(cloud),
+                    spec_json=json.dumps(job.spec.model_dump(mode="json")),
+                    plan_json=json.dumps(job.plan.model_dump(mode="json")),
+                    cloud_json=json.dumps(job.target.to_json()),
                     created_at=now,
                     updated_at=now,
                     entered_at=now,
-                    deadline=deadline,
-                    source_dir=source_dir,
-                    fingerprint_json=None if fingerprint is None else json.dumps(fingerprint),
-                    labels_json=json.dumps(labels or {}),
-                    settings_json=json.dumps(settings),
+                    deadline=job.deadline,
+                    source_dir=job.source_dir,
+                    fingerprint_json=None if job.fingerprint is None else job.fingerprint.model_dump_json(),
+                    labels_json=job.labels.model_dump_json(),
+                    settings_json=json.dumps(asdict(job.settings)),
                 )
             )
             conn.execute(
                 events.insert().values(
-                    job_id=job_id, at=now, kind="transition", to_state=JobState.PENDING.value, detail="created"
+                    job_id=job.job_id, at=now, kind="transition", to_state=JobState.PENDING.value, detail="created"
                 )
             )
 
@@ -757,7 +786,7 @@ class Store:
             if key in ("state", "entered_at"):  # transition() only
                 columns[key] = value
             elif key == "plan":
-                columns["plan_json"] = json.dumps(value)
+                columns["plan_json"] = json.dumps(Plan.model_dump(value, mode="json"))
             elif key in _WRITABLE_JOB_FIELDS:
                 columns[key] = _wire(value)
             else:

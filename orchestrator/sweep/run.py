@@ -33,7 +33,7 @@ from ..spec.loader import read_job
 from ..spec.models import LimitsSpec
 from ..spec.overrides import apply_overrides
 from ..state.home import died_here
-from ..state.machine import JobState
+from ..state.machine import JobState, NodeState
 from ..state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases
 from ..text import show_values
 from . import study as S
@@ -223,7 +223,7 @@ class Sweeper:
             cost += used.cost
             gpu += used.gpu_hours
             if not job.state.is_terminal():
-                share = (job.spec.get("limits") or {}).get("max_cost")
+                share = job.spec.limits.max_cost
                 left += max(0.0, (estimate.cost or 0.0 if share is None else share) - used.cost)
                 gpu_left += max(0.0, estimate.gpu_hours - used.gpu_hours)
         return Spend(cost, gpu, left, gpu_left), estimate
@@ -388,7 +388,7 @@ class Sweeper:
         and its running time."""
         now = self.now()
         nodes = self.store.nodes(job.job_id)
-        gpus = {p.instance_type: p.gpus for p in Plan.model_validate(job.plan).candidates}
+        gpus = {p.instance_type: p.gpus for p in job.plan.candidates}
         ran = [(n, ((n.ended_at or now) - n.running_at) / 3600) for n in nodes if n.running_at is not None]
         return _Usage(spent(job, nodes, now), sum(gpus.get(n.instance_type, 0) * hours for n, hours in ran),
                       (job.updated_at if job.state.is_terminal() else now) - job.created_at)
@@ -397,7 +397,8 @@ class Sweeper:
         failed = []
         for job in self._jobs():
             if job.state.is_terminal() and ending(job.state) == Ending.INFRASTRUCTURE:
-                failed += [(n.zone, n.instance_type) for n in self.store.nodes(job.job_id) if n.state == "failed"]
+                failed += [(n.zone, n.instance_type) for n in self.store.nodes(job.job_id)
+                           if n.state == NodeState.FAILED]
         return failed
 
     def _metric_names(self) -> list[str]:

@@ -6,7 +6,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..billing.costs import spent
-from ..plan.models import Plan
 from ..state.machine import JobState
 from ..state.store import JobRecord, Store
 from . import study as S
@@ -70,7 +69,7 @@ def sweeps_of_jobs(store: str) -> dict[str, str]:
 def _preemptions(job: JobRecord, store: Store) -> list[Preemption]:
     """Each attempt the cloud took back, and the GPU time it lost: from the reclaim until the next attempt
     trained again (the steps since the last checkpoint are in the job's step log)."""
-    plan = Plan.model_validate(job.plan)
+    plan = job.plan
     gpus = max(1.0, max((p.gpus for p in plan.candidates), default=0.0)) * plan.nnodes
     events = [e for e in store.events(job.job_id) if e.kind == "transition"]
     out = []

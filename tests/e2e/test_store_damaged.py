@@ -16,6 +16,7 @@ import pytest
 from orchestrator.errors import EXIT_BAD_INPUT
 from orchestrator.state.store import Store
 from tests.emulator_process import clean_env
+from tests.records import new_job
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = 50  # a few pages of jobs, so that a damaged page of them is not the whole table
@@ -34,8 +35,7 @@ def a_store(path: Path) -> None:
     store = Store(path)
     try:
         for n in range(JOBS):
-            store.create_job(f"job-{n:08d}", f"job{n}", {"name": f"job{n}", "padding": "x" * 1000}, {}, {},
-                             now=100.0 + n, deadline=9e9, source_dir="/src", settings={})
+            store.create_job(new_job(f"job-{n:08d}", f"job{n}", source_dir="/src/" + "x" * 1000), now=100.0 + n)
     finally:
         store.close()
 

@@ -21,12 +21,13 @@ from orchestrator.contract import ImageContents, Outcome, Phase, Result, Status
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.decide import decide
 from orchestrator.lifecycle.observation import NodeSeen, Observation
-from orchestrator.lifecycle.settings import Backoff, RecoveryRules, Settings
 from orchestrator.plan.models import Placement, Plan
+from orchestrator.plan.settings import Backoff, RecoveryRules, Settings
 from orchestrator.providers.tencent.compute import InstanceView
 from orchestrator.providers.tencent.images import ImageView
-from orchestrator.state.machine import JobState, check_transition
+from orchestrator.state.machine import JobState, NodeState, check_transition
 from orchestrator.state.store import JobRecord, NodeRecord
+from tests.records import job_record
 
 S = JobState
 ALIVE = ("PENDING", "RUNNING")
@@ -266,16 +267,16 @@ class World:
                 p = action.placement
                 self.nodes[(attempt, node)] = NodeRecord(
                     self.job.job_id, attempt, node, f"tok-{attempt}-{node}", p.zone, p.instance_type, p.charge_type,
-                    p.price_per_hour, None, "intent")
+                    p.price_per_hour, None, NodeState.INTENT)
             self.move(S.LAUNCHING, action.reason, attempt=attempt)
             return False
         if isinstance(action, A.Launch):
-            return self._launch(action.node)
+            return self._launch(action.node.node)
         if isinstance(action, A.MarkNodes):
             for node, state, reason in action.updates:
                 rec = self.nodes[(self.job.attempt, node)]
                 if state == "running":
-                    rec = replace(rec, state="running", running_at=rec.running_at or self.now)
+                    rec = replace(rec, state=NodeState.RUNNING, running_at=rec.running_at or self.now)
                 else:
                     rec = replace(rec, state=state, end_reason=reason, ended_at=rec.ended_at or self.now)
                 self.nodes[(self.job.attempt, node)] = rec
@@ -330,8 +331,8 @@ class World:
         if rng.random() < f.launch_permanent:
             raise Permanent("RunInstances refused: InvalidParameter (model)")
         if rec.client_token not in self.tokens and rng.random() < f.launch_capacity:
-            self.nodes[(self.job.attempt, node)] = replace(rec, state="failed", end_reason="ResourcesSoldOut (model)",
-                                                            ended_at=self.now)
+            self.nodes[(self.job.attempt, node)] = replace(
+                rec, state=NodeState.FAILED, end_reason="ResourcesSoldOut (model)", ended_at=self.now)
             return False
         if rec.client_token not in self.tokens:
             self.launches += 1
@@ -350,7 +351,7 @@ class World:
         if rng.random() < f.launch_response_lost or self.crashed():
             return False  # created, but the answer (or the controller) was lost: nothing recorded
         self.nodes[(self.job.attempt, node)] = replace(rec, instance_id=self.tokens[rec.client_token],
-                                                        state="launched", launched_at=self.now)
+                                                        state=NodeState.LAUNCHED, launched_at=self.now)
         return True
 
     def _create_image(self) -> bool:
@@ -403,12 +404,9 @@ def new_world(seed: int) -> World:
                                same_zone_retries=1, backoff=Backoff(1, 8, 2, 0.2), give_up_after=900,
                                heartbeat_stale_after=30, on_demand_after_preemptions=rng.choice([None, 1])),
     )
-    job = JobRecord(
-        job_id=f"job-{seed:08x}", name="mix", state=S.PENDING, outcome=None, reason="", spec={},
-        plan=plan.model_dump(), cloud={}, attempt=0, created_at=T0, updated_at=T0,
-        deadline=T0 + rng.choice([600.0, 1800.0]), image_id=None, exit_code=None, cost_cny=0.0,
-        cancel_requested=False, keep_until=None, final_step=None, lease_owner="model", lease_token=1,
-        lease_expires=T0 + 30, source_dir="/", settings={},
+    job = job_record(
+        f"job-{seed:08x}", "mix", S.PENDING, plan=plan, attempt=0, created_at=T0, updated_at=T0,
+        deadline=T0 + rng.choice([600.0, 1800.0]), lease_owner="model", lease_expires=T0 + 30, settings=settings,
     )
     return World(seed, rng, faults, settings, job)
 
@@ -428,7 +426,7 @@ def simulate(seed: int) -> World:
             w.job = replace(w.job, cancel_requested=True)
         obs = w.observe()
         nodes = [w.nodes[k] for k in sorted(w.nodes)]
-        actions = decide(w.job, nodes, obs, w.settings, Plan.model_validate(w.job.plan), w.entered_at)
+        actions = decide(w.job, nodes, obs, w.settings, w.job.plan, w.entered_at)
         if not obs.cloud_ok and not all(isinstance(a, A.Wait) for a in actions):
             raise Violation(f"concluded {actions} from a failed lookup")
         if any(isinstance(a, A.Move) and a.target.is_terminal() for a in actions):

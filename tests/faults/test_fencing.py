@@ -18,10 +18,11 @@ from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import Executor
 from orchestrator.lifecycle.lease import LeaseGuard
 from orchestrator.plan.models import Placement
-from orchestrator.state.machine import JobState
+from orchestrator.state.machine import JobState, NodeState
 from orchestrator.state.store import FencedOut, ImageRecord, LeaseHeld, NodeRecord, Store
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import BOOTED_WITHIN, Pool, Record, World, names, scenario
+from tests.records import new_job
 from tests.waiting import settled
 
 GROUP = "fencing"
@@ -30,7 +31,7 @@ PLACEMENT = Placement(zone="ap-guangzhou-3", instance_type="S5.MEDIUM4", charge_
 
 def _job(tmp_path: Path) -> tuple[Store, int, int]:
     store = Store(tmp_path / "state.db")
-    store.create_job("job-1", "n", {}, {}, {}, 0.0, 3600.0, "/", {})
+    store.create_job(new_job("job-1", "n", deadline=3600.0), 0.0)
     stale = store.acquire("job-1", "controller-a", 30, now=1.0)
     with pytest.raises(LeaseHeld):
         store.acquire("job-1", "controller-b", 30, now=2.0)
@@ -50,7 +51,7 @@ def _dump(path: Path) -> list[Any]:
 def test_a_stale_token_writes_nothing(tmp_path: Path, record: Record) -> None:
     """Every fenced write of the store with the stale token raises FencedOut and leaves every table as it was."""
     store, stale, current = _job(tmp_path)
-    node = NodeRecord("job-1", 1, 0, "tok", "z", "t", "POSTPAID_BY_HOUR", None, None, "intent")
+    node = NodeRecord("job-1", 1, 0, "tok", "z", "t", "POSTPAID_BY_HOUR", None, None, NodeState.INTENT)
     before = _dump(tmp_path / "state.db")
     writes: dict[str, Callable[[], None]] = {
         "transition": lambda: store.transition("job-1", stale, JobState.PENDING, JobState.STAGING, "x", 3.0),
@@ -88,8 +89,9 @@ def test_a_stale_controller_acts_on_nothing(tmp_path: Path, record: Record) -> N
                        lambda: store.renew("job-1", stale, 30, time.time()))
     executor = Executor(store=store, token=stale, job_id="job-1", target=trip, sdk=trip, state=trip, spec=trip,
                         plan=trip, source_dir=tmp_path, guard=guard)
+    node = NodeRecord("job-1", 1, 0, "tok", "z", "t", "POSTPAID_BY_HOUR", None, None, NodeState.INTENT)
     every: list[A.Action] = [
-        A.Stage(), A.StartAttempt(PLACEMENT, "x"), A.Launch(0), A.MarkNodes(((0, "lost", "x"),)),
+        A.Stage(), A.StartAttempt(PLACEMENT, "x"), A.Launch(node), A.MarkNodes(((0, "lost", "x"),)),
         A.Move(JobState.STAGING, "x"), A.RequestCancel("x"), A.CreateImage(), A.ApplyImageRetention(1),
         A.DiscardImage("img-1"), A.Terminate(("ins-1",), "x"), A.RefreshCredentials("x"),
         A.RecordBill(), A.RecordSuccess(),

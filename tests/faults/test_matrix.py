@@ -23,7 +23,7 @@ import pytest
 from orchestrator.contract import AGENT_WHEELS_PREFIX
 from orchestrator.contract.tags import owner
 from orchestrator.state.machine import EXIT_CODES, JobState
-from orchestrator.state.store import JobRecord
+from orchestrator.state.store import JobRecord, NewJob
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import BOOTED_WITHIN, JOB, REPO, TYPE, ZONE, Pool, Record, World, names, scenario
@@ -549,8 +549,8 @@ def image_retention(w: World) -> None:
     job_id = w.submit("snapshot.keep_last=1", "train.command=exec python3 tiny.py --steps 60 --step-seconds 0.1")
     job, store = w.job(job_id), w.store()
     now = job.created_at  # an earlier job of the same name in this store, long finished
-    store.create_job("job-earlier0", job.name, job.spec, job.plan, job.cloud, now=now, deadline=now + 60,
-                     source_dir=job.source_dir, settings={})
+    store.create_job(NewJob(job_id="job-earlier0", name=job.name, spec=job.spec, plan=job.plan, target=job.target,
+                            settings=job.settings, deadline=now + 60, source_dir=job.source_dir), now)
     token = store.acquire("job-earlier0", "fault-test", ttl=60, now=now)
     store.transition("job-earlier0", token, JobState.PENDING, JobState.CANCELLED, "an earlier job", now)
     store.release("job-earlier0", token)

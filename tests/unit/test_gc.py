@@ -22,6 +22,7 @@ from orchestrator.state import jobdoc
 from orchestrator.state.machine import JobState
 from orchestrator.state.store import JobRecord, Store
 from tests.emulator_process import EmulatorProcess, start_emulator
+from tests.records import TARGET, new_job, plan
 from tests.waiting import wait_until
 
 REGION, ZONE, TYPE = "ap-guangzhou", "ap-guangzhou-3", "S5.MEDIUM4"
@@ -33,7 +34,8 @@ DEAD_HERE = "me@host/0123456789abcdef/4242/deadbeef"  # the name of a controller
 def job(tmp_path: Path) -> JobRecord:
     """A job as a store has it: its state and lease holder are replaced for each case."""
     store = Store(tmp_path / "other.db")
-    store.create_job("job-0000000a", "n", {"name": "n"}, {"region": REGION}, {"kind": "emulator"}, 1.0, 2.0, "/", {})
+    target = dataclasses.replace(TARGET, region=REGION)
+    store.create_job(new_job("job-0000000a", "n", job_plan=plan(region=REGION), target=target, deadline=2.0), 1.0)
     found = store.get("job-0000000a")
     store.close()
     assert found is not None

@@ -9,26 +9,23 @@ import pytest
 
 from orchestrator.billing.costs import RUNNING_SOURCE, UNRECORDED_SOURCE, group, job_cost, job_costs, total
 from orchestrator.providers.tencent.vocabulary import ChargeType
-from orchestrator.state.machine import JobState
+from orchestrator.state.machine import JobState, NodeState
 from orchestrator.state.store import JobRecord, NodeRecord
+from tests.records import job_record, spec
 
 NOW = 50_000.0
 
 
 def job(job_id: str = "job-1", name: str = "demo", state: JobState = JobState.SUCCEEDED, cost: float = 3.0,
         tags: dict[str, str] | None = None) -> JobRecord:
-    return JobRecord(
-        job_id=job_id, name=name, state=state, outcome=None, reason="", spec={"name": name, "tags": tags or {}},
-        plan={}, cloud={}, attempt=1, created_at=1000.0, updated_at=9000.0, deadline=NOW, image_id=None,
-        exit_code=None, cost_cny=cost, cancel_requested=False, keep_until=None, final_step=None, lease_owner=None,
-        lease_token=1, lease_expires=0.0, source_dir="/", settings={},
-    )
+    return job_record(job_id, name, state, spec=spec(name, tags=tags or {}), created_at=1000.0, updated_at=9000.0,
+                      deadline=NOW, cost_cny=cost)
 
 
 # One hour billed at 3 CNY/h, of which 45 minutes trained: 15 minutes (0.75 CNY) were boot, sync, upload, teardown.
 NODE = NodeRecord("job-1", 1, 0, "tok", "ap-guangzhou-3", "GN7.2XLARGE32", ChargeType.ON_DEMAND, 3.0, "ins-1",
-                  "gone", launched_at=1000.0, running_at=1100.0, ended_at=4700.0, cost_cny=3.0, cost_source="bill",
-                  training_seconds=2700.0)
+                  NodeState.GONE, launched_at=1000.0, running_at=1100.0, ended_at=4700.0, cost_cny=3.0,
+                  cost_source="bill", training_seconds=2700.0)
 
 
 def test_an_ended_job_costs_its_bill_of_which_the_time_outside_training_at_its_price() -> None:
@@ -55,7 +52,7 @@ def test_the_share_outside_training_is_never_more_than_the_bill() -> None:
 
 def test_nodes_that_never_ran_add_nothing_and_a_launch_that_failed_has_no_instance() -> None:
     never_ran = replace(NODE, node=1, instance_id="ins-2", running_at=None, cost_cny=0.0, training_seconds=None)
-    no_instance = replace(NODE, node=2, instance_id=None, state="failed", cost_cny=None, cost_source=None)
+    no_instance = replace(NODE, node=2, instance_id=None, state=NodeState.FAILED, cost_cny=None, cost_source=None)
     cost = job_cost(job(), [NODE, never_ran, no_instance], NOW)
     assert cost.not_training_cny == 0.75 and cost.instance_types == ("GN7.2XLARGE32",)
 

@@ -17,9 +17,10 @@ from orchestrator.cli.cost import since_of
 from orchestrator.cli.main import app
 from orchestrator.cli.options import Abort
 from orchestrator.providers.tencent.vocabulary import ChargeType
-from orchestrator.state.machine import JobState
+from orchestrator.state.machine import JobState, NodeState
 from orchestrator.state.store import NodeRecord, Store
 from orchestrator.sweep import study as S
+from tests.records import new_job, spec
 
 NOW = time.time()  # a fixed instant for the pure --since arithmetic
 DAY = 86_400.0
@@ -32,15 +33,14 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     so far), and a test run long after its collection saw the running job cost more than the ended one."""
     now = time.time()
     node = NodeRecord("job-old", 1, 0, "tok", "ap-guangzhou-3", "GN7.2XLARGE32", ChargeType.SPOT, 2.0, "ins-1",
-                      "gone", running_at=now - 10 * DAY, ended_at=now - 10 * DAY + 3600, cost_cny=2.0,
+                      NodeState.GONE, running_at=now - 10 * DAY, ended_at=now - 10 * DAY + 3600, cost_cny=2.0,
                       cost_source="bill", training_seconds=2700.0)
     path = tmp_path / "state.db"
     monkeypatch.setenv("CVMJOB_DB", str(path))
     store = Store(path)
     for job_id, name, created, tags in (("job-old", "bert", now - 10 * DAY, {"team": "nlp"}),
                                         ("job-new", "resnet", now - 3600, {})):
-        store.create_job(job_id, name, {"name": name, "tags": tags}, {}, {}, now=created, deadline=now + DAY,
-                         source_dir="/", settings={})
+        store.create_job(new_job(job_id, name, job_spec=spec(name, tags=tags), deadline=now + DAY), now=created)
     token = store.acquire("job-old", "test", ttl=60, now=now)
     store.put_node(token, node)
     for before, state in ((JobState.PENDING, JobState.STAGING), (JobState.STAGING, JobState.TEARING_DOWN),

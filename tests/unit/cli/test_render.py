@@ -12,8 +12,9 @@ import pytest
 from orchestrator.api import PlanReport
 from orchestrator.cli import render
 from orchestrator.cli.render import accounting
-from orchestrator.lifecycle.settings import Settings
 from orchestrator.plan.planner import make_plan
+from orchestrator.plan.settings import Settings
+from orchestrator.state.machine import NodeState
 from orchestrator.state.store import NodeRecord
 from orchestrator.target import Target
 from tests.unit.plan.test_planner import BERT, facts, spec
@@ -28,7 +29,7 @@ NODE = NodeRecord(
     charge_type="SPOTPAID",
     price_per_hour=2.0,
     instance_id="ins-1",
-    state="gone",
+    state=NodeState.GONE,
     running_at=1000.0,
     ended_at=1000.0 + 1800,
     cost_cny=1.0,

@@ -15,6 +15,7 @@ from orchestrator.lifecycle.observation import NodeSeen, Observation
 from orchestrator.plan.planner import make_plan
 from orchestrator.state.machine import JobState
 from orchestrator.state.store import JobRecord
+from tests.records import job_record
 from tests.unit.cli.test_render import NODE
 from tests.unit.plan.test_planner import facts, spec
 
@@ -25,13 +26,8 @@ DATA = [{"source": "cos://datasets-1250000000/imagenet/", "target": "imagenet"}]
 
 def job(**fields: Any) -> JobRecord:
     job_spec = spec(**fields)
-    return JobRecord(
-        job_id="job-1", name="demo", state=JobState.RUNNING, outcome=None, reason="training",
-        spec=job_spec.model_dump(mode="json"), plan=make_plan(job_spec, facts()).model_dump(mode="json"), cloud={},
-        attempt=1, created_at=1000.0, updated_at=2000.0, deadline=9000.0, image_id=None, exit_code=None,
-        cost_cny=0.0, cancel_requested=False, keep_until=None, final_step=None, lease_owner=None, lease_token=1,
-        lease_expires=0.0, source_dir="/", settings={},
-    )
+    return job_record("job-1", "demo", JobState.RUNNING, reason="training", spec=job_spec,
+                      plan=make_plan(job_spec, facts()), created_at=1000.0, updated_at=2000.0, deadline=9000.0)
 
 
 def status(node: int, use: GpuUse | None) -> Status:

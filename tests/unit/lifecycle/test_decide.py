@@ -21,13 +21,14 @@ from orchestrator.lifecycle.actions import (
 )
 from orchestrator.lifecycle.decide import STOP_NOW_GRACE, decide
 from orchestrator.lifecycle.observation import NodeSeen, Observation
-from orchestrator.lifecycle.settings import Settings
 from orchestrator.plan.models import Placement, Plan
+from orchestrator.plan.settings import Settings
 from orchestrator.providers.tencent.compute import InstanceView
 from orchestrator.providers.tencent.images import ImageView
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
-from orchestrator.state.machine import JobState
+from orchestrator.state.machine import JobState, NodeState
 from orchestrator.state.store import JobRecord, NodeRecord
+from tests.records import job_record
 
 S = JobState
 PLACEMENT = Placement(zone="ap-guangzhou-3", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=2.0)
@@ -37,32 +38,9 @@ NOW = 10_000.0
 
 
 def job(state: JobState, **changes: object) -> JobRecord:
-    base = JobRecord(
-        job_id="job-1",
-        name="demo",
-        state=state,
-        outcome=None,
-        reason="",
-        spec={},
-        plan=PLAN.model_dump(),
-        cloud={},
-        attempt=1,
-        created_at=0,
-        updated_at=0,
-        deadline=NOW + 3600,
-        image_id=None,
-        exit_code=None,
-        cost_cny=0,
-        cancel_requested=False,
-        keep_until=None,
-        final_step=None,
-        lease_owner="me",
-        lease_token=1,
-        lease_expires=NOW + 30,
-        source_dir="/",
-        settings={},
-    )
-    return replace(base, **changes)  # type: ignore[arg-type]
+    defaults: dict[str, object] = {"plan": PLAN, "deadline": NOW + 3600, "lease_owner": "me",
+                                   "lease_expires": NOW + 30}
+    return job_record("job-1", "demo", state, **{**defaults, **changes})
 
 
 def node(state: str = "running", instance_id: str | None = "ins-00000001", attempt: int = 1) -> NodeRecord:
@@ -76,7 +54,7 @@ def node(state: str = "running", instance_id: str | None = "ins-00000001", attem
         PLACEMENT.charge_type,
         2.0,
         instance_id,
-        state,
+        NodeState(state),
         launched_at=NOW - 600,
         running_at=NOW - 500,
     )
@@ -117,7 +95,7 @@ def run(
     settings: Settings = SETTINGS,
     entered_at: float = NOW - 10,
 ) -> list[object]:
-    return list(decide(j, nodes if nodes is not None else [node()], obs, settings, Plan.model_validate(j.plan),
+    return list(decide(j, nodes if nodes is not None else [node()], obs, settings, j.plan,
                        entered_at))
 
 
@@ -142,7 +120,7 @@ def test_unreadable_agent_reports_conclude_nothing() -> None:
 
 
 def test_launching_launches_intents_then_boots() -> None:
-    assert run(job(S.LAUNCHING), seen(), [node("intent", None)]) == [Launch(0)]
+    assert run(job(S.LAUNCHING), seen(), [node("intent", None)]) == [Launch(node("intent", None))]
     assert run(job(S.LAUNCHING), seen(), [node("launched")]) == [Move(S.BOOTING, "instances created")]
     failed = replace(node("failed", None), end_reason="ResourceInsufficient.SpecifiedInstanceType")
     assert run(job(S.LAUNCHING), seen(), [failed])[0] == Move(
@@ -364,7 +342,7 @@ def test_an_elastic_job_goes_on_without_a_lost_node() -> None:
     # the survivor's success is the job's success
     clean = ImageContents(job_id="job-1", job_name="train", attempt=1)
     survivor_done = two_seen(None, first_result=result(Outcome.SUCCEEDED, image=clean))
-    dropped = [two_nodes()[0], replace(two_nodes()[1], state="lost")]
+    dropped = [two_nodes()[0], replace(two_nodes()[1], state=NodeState.LOST)]
     assert run(job(S.RUNNING), survivor_done, dropped, settings=elastic)[0] == Move(
         S.IMAGING, f"training succeeded; creating the image: {clean.describe()}"
     )

@@ -19,12 +19,13 @@ from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import _HANDLERS, Executor, Next, PermanentFailure
 from orchestrator.lifecycle.lease import LeaseGuard
 from orchestrator.plan.models import Placement, Plan
+from orchestrator.plan.settings import Settings
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute, images
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
 from orchestrator.spec import load_spec
-from orchestrator.state.machine import JobState
-from orchestrator.state.store import Store
+from orchestrator.state.machine import JobState, NodeState
+from orchestrator.state.store import NewJob, Store
 from orchestrator.target import Target
 from tests.emulator_process import EmulatorProcess
 from tests.waiting import wait_until
@@ -60,8 +61,8 @@ def run(emulator: EmulatorProcess, tmp_path: Path) -> Iterator[Run]:
     target = Target("emulator", REGION, emulator.appid, emulator.endpoint)
     store = Store(tmp_path / "state.db")
     job_id = f"job-{uuid.uuid4().hex[:8]}"
-    store.create_job(job_id, spec.name, spec.model_dump(mode="json"), plan.model_dump(mode="json"), target.to_json(),
-                     now=100.0, deadline=10_000.0, source_dir=str(REPO / "jobs" / "quickstart"), settings={})
+    store.create_job(NewJob(job_id=job_id, name=spec.name, spec=spec, plan=plan, target=target, settings=Settings(),
+                            deadline=10_000.0, source_dir=str(REPO / "jobs" / "quickstart")), now=100.0)
     token = store.acquire(job_id, "test", ttl=3600, now=100.0)
     told: list[tuple[str, str]] = []
     executor = Executor(store=store, token=token, job_id=job_id, target=target, sdk=sdk, plan=plan,
@@ -85,7 +86,7 @@ def start(run: Run) -> None:
 def running(run: Run) -> str:
     """The job's first instance, launched and RUNNING."""
     start(run)
-    run.executor.run(A.Launch(0))
+    run.executor.run(A.Launch(*run.store.nodes(run.job_id, 1)))
     (node,) = run.store.nodes(run.job_id, 1)
     assert node.instance_id is not None
     run.emulator.admin.advance(5)
@@ -102,12 +103,12 @@ def test_a_launch_records_its_intent_first_and_a_repeat_after_a_crash_makes_no_s
     start(run)
     (intent,) = run.store.nodes(run.job_id, 1)
     assert (intent.state, intent.instance_id) == ("intent", None) and intent.client_token  # before any cloud call
-    assert ex.run(A.Launch(0)) is Next.CONTINUE
+    assert ex.run(A.Launch(intent)) is Next.CONTINUE
     (launched,) = run.store.nodes(run.job_id, 1)
     assert launched.state == "launched" and launched.instance_id is not None
     # The controller died after RunInstances and before recording it: the store still says "intent".
-    run.store.put_node(ex.token, replace(launched, state="intent", instance_id=None))
-    ex.run(A.Launch(0))
+    run.store.put_node(ex.token, replace(launched, state=NodeState.INTENT, instance_id=None))
+    ex.run(A.Launch(intent))
     (again,) = run.store.nodes(run.job_id, 1)
     assert again.instance_id == launched.instance_id  # the ClientToken made RunInstances answer the same instance
     assert [i.instance_id for i in run.instances()] == [launched.instance_id]
@@ -122,7 +123,7 @@ def test_terminating_an_instance_already_gone_is_success(run: Run) -> None:
 
 def test_an_instance_still_pending_is_terminated_at_a_later_look(run: Run) -> None:
     start(run)
-    run.executor.run(A.Launch(0))
+    run.executor.run(A.Launch(*run.store.nodes(run.job_id, 1)))
     (node,) = run.store.nodes(run.job_id, 1)
     assert node.instance_id is not None
     # The emulator's clock stands still: the instance stays PENDING, which TerminateInstances refuses.
@@ -217,9 +218,9 @@ def test_a_success_is_recorded_and_its_inputs_indexed_unless_its_data_changed(ru
     taken = fingerprint.take(spec, IMAGE, REPO / "jobs" / "quickstart", run.sdk)
     ex = run.executor
     for job_id in ("job-fp000001", "job-fp000002"):
-        run.store.create_job(job_id, spec.name, spec.model_dump(mode="json"), ex.plan.model_dump(mode="json"),
-                             ex.target.to_json(), now=100.0, deadline=10_000.0, source_dir=str(ex.source_dir),
-                             settings={}, fingerprint=taken.model_dump(mode="json"))
+        run.store.create_job(NewJob(job_id=job_id, name=spec.name, spec=spec, plan=ex.plan, target=ex.target,
+                                    settings=Settings(), deadline=10_000.0, source_dir=str(ex.source_dir),
+                                    fingerprint=taken), now=100.0)
     ex.state.create_bucket()
     ex.state.put_json(JobLayout("job-fp000001").result(0, 0), {"attempt": 0, "node_rank": 0, "instance_id": "ins-1",
                       "outcome": "succeeded", "reason": "", "metrics": {"val_loss": 0.25}, "time": 1.0})

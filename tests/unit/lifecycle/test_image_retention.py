@@ -8,6 +8,7 @@ from orchestrator.contract.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from orchestrator.lifecycle import actions as A
 from orchestrator.lifecycle.execute import Next
 from orchestrator.providers.tencent import images
+from orchestrator.state.store import NewJob
 from tests.unit.lifecycle import test_execute
 from tests.unit.lifecycle.test_execute import Run, running
 from tests.waiting import wait_until
@@ -21,8 +22,8 @@ def test_retention_retires_only_images_of_jobs_this_store_holds(run: Run) -> Non
     job = run.store.get(run.job_id)
     assert job is not None
     earlier = "job-earlier0"  # an earlier job of the same name, in this store
-    run.store.create_job(earlier, name, job.spec, job.plan, job.cloud, now=50.0, deadline=10_000.0,
-                         source_dir=job.source_dir, settings={})
+    run.store.create_job(NewJob(job_id=earlier, name=name, spec=job.spec, plan=job.plan, target=job.target,
+                                settings=job.settings, deadline=10_000.0, source_dir=job.source_dir), now=50.0)
 
     def made(job_id: str, label: str) -> str:
         tags = {TAG_JOB: job_id, TAG_NAME: name, TAG_OWNER: owner()}

@@ -18,6 +18,7 @@ from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState
 from orchestrator.state.machine import JobState
 from orchestrator.state.store import JobRecord, NodeRecord, Store
 from tests.emulator_process import EmulatorProcess
+from tests.records import new_job
 
 REGION, ZONE, IMAGE, SMALL = "ap-guangzhou", "ap-guangzhou-3", "img-487zeit5", "S5.MEDIUM4"
 UNKNOWN_ID = "ins-00000000"
@@ -63,8 +64,7 @@ def job(emulator: EmulatorProcess, tmp_path: Path) -> Iterator[Job]:
     state.create_bucket()
     store = Store(tmp_path / "state.db")
     job_id = f"job-{uuid.uuid4().hex[:8]}"
-    store.create_job(job_id, "demo", {"name": "demo"}, {}, {"kind": "emulator"}, now=100.0, deadline=10_000.0,
-                     source_dir=str(tmp_path), settings={})
+    store.create_job(new_job(job_id, "demo", deadline=10_000.0, source_dir=str(tmp_path)), now=100.0)
     token = store.acquire(job_id, "test", ttl=3600, now=100.0)
     store.update(job_id, token, 100.0, attempt=1)
     yield Job(sdk, store, state, job_id, token)

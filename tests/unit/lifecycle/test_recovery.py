@@ -9,9 +9,9 @@ from orchestrator.lifecycle.recovery import (
     Relaunch,
     next_placement,
 )
-from orchestrator.lifecycle.settings import Backoff as BackoffRule
-from orchestrator.lifecycle.settings import RecoveryRules
 from orchestrator.plan.models import Placement
+from orchestrator.plan.settings import Backoff as BackoffRule
+from orchestrator.plan.settings import RecoveryRules
 from orchestrator.state.machine import JobState
 
 SPOT_A = Placement(zone="z-3", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=1.7)

@@ -4,7 +4,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from orchestrator.plan.settings import Settings
 from orchestrator.state.store import Store
+from tests.records import new_job
 
 Opener = Callable[[], Store]
 
@@ -27,6 +29,6 @@ def open_store(store_url: str) -> Iterator[Opener]:
 def store(open_store: Opener) -> Store:
     """A store holding one PENDING job, ``job-1``, created at 100."""
     store = open_store()
-    store.create_job("job-1", "demo", {"name": "demo"}, {"region": "r", "image_id": "img-1"}, {"kind": "emulator"},
-                     now=100.0, deadline=200.0, source_dir="/src", settings={"poll": 1})
+    store.create_job(new_job("job-1", "demo", settings=Settings(poll_seconds=2.0), deadline=200.0, source_dir="/src"),
+                     now=100.0)
     return store

@@ -12,13 +12,14 @@ from sqlalchemy import create_engine, text
 from orchestrator.state.machine import JobState
 from orchestrator.state.store import ControllerRecord, FencedOut, LeaseRecord, Store
 from tests.postgres import fresh_database
+from tests.records import new_job
 from tests.unit.state.conftest import Opener
 
 
 def add_jobs(store: Store, count: int, first_at: float = 0.0) -> list[str]:
     ids = [f"job-{n:03d}" for n in range(count)]
     for n, job_id in enumerate(ids):
-        store.create_job(job_id, f"n{n}", {}, {}, {}, now=first_at + n, deadline=9e9, source_dir="/", settings={})
+        store.create_job(new_job(job_id, f"n{n}"), now=first_at + n)
     return ids
 
 
@@ -40,7 +41,7 @@ def test_claim_takes_free_jobs_oldest_first_up_to_the_limit(open_store: Opener) 
     assert list(again) == [ids[2], ids[3], ids[4]]  # ours again, each with a new token
     assert all(again[job_id] != token for job_id, token in claimed.items())
     assert store.claim("c", ttl=30, now=12, limit=10) == []  # every active job is held
-    store.create_job("job-new", "new", {}, {}, {}, now=50, deadline=9e9, source_dir="/", settings={})
+    store.create_job(new_job("job-new", "new"), now=50)
     assert [job_id for job_id, _ in store.claim("a", ttl=30, now=13, limit=1, held=[ids[2], ids[3], ids[4]])] == [
         "job-new"]
     assert store.get(ids[2]).lease_token == again[ids[2]]  # type: ignore[union-attr]  # held: left as it was
@@ -173,7 +174,7 @@ def test_controllers_register_beat_and_leave(open_store: Opener) -> None:
 def test_count_active_counts_the_jobs_that_have_not_ended(store_url: str) -> None:
     store = Store(store_url)
     for job_id in ("job-a", "job-b"):
-        store.create_job(job_id, "n", {"name": "n"}, {"region": "r", "image_id": "i"}, {}, 1.0, 2.0, "/", {})
+        store.create_job(new_job(job_id, "n", deadline=2.0), 1.0)
     token = store.acquire("job-a", "me", 30, 1.0)
     store.transition("job-a", token, JobState.PENDING, JobState.CANCELLED, "cancelled", 2.0)
     assert store.count_active() == 1

@@ -19,15 +19,21 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
+from orchestrator.plan.settings import Settings
+from orchestrator.spec.models import JobSpec
 from orchestrator.state import migrations
 from orchestrator.state.machine import JobState
 from orchestrator.state.schema import metadata
 from orchestrator.state.store import NodeRecord, PoolInstance, PoolStore, Store, StoreError
 from tests.postgres import fresh_database
+from tests.records import new_job
 
 HAND_WRITTEN = Path(__file__).with_name("hand_written_migrations.sql")
-SEEDED_SPEC = {"name": "old", "data": [{"source": "cos://b-1250000000/d/", "target": "d", "emulator_seed": "x/"}]}
-CLEAN_SPEC = {"name": "old", "data": [{"source": "cos://b-1250000000/d/", "target": "d"}]}
+BASE_SPEC = {"name": "old", "region": "ap-guangzhou", "instance": {"type": "S5.MEDIUM4"}, "train": {"command": "x"}}
+SEEDED_SPEC = {**BASE_SPEC, "data": [{"source": "cos://b-1250000000/d/", "target": "d", "emulator_seed": "x/"}]}
+CLEAN_SPEC = {**BASE_SPEC, "data": [{"source": "cos://b-1250000000/d/", "target": "d"}]}
+PLAN = {"region": "ap-guangzhou", "image_id": "img-1"}
+TARGET = {"kind": "emulator", "region": "ap-guangzhou", "appid": "1250000000"}
 
 
 @pytest.fixture
@@ -74,7 +80,8 @@ def old_store(path: Path, applied: int) -> None:
         spec = CLEAN_SPEC if applied >= 4 else SEEDED_SPEC
         db.execute("INSERT INTO jobs (job_id, name, state, spec_json, plan_json, cloud_json, created_at, updated_at,"
                    " deadline, lease_owner, lease_token, lease_expires)"
-                   " VALUES ('job-old', 'old', 'RUNNING', ?, '{}', '{}', 1, 2, 3, 'ctl', 4, 50)", (json.dumps(spec),))
+                   " VALUES ('job-old', 'old', 'RUNNING', ?, ?, ?, 1, 2, 3, 'ctl', 4, 50)",
+                   (json.dumps(spec), json.dumps(PLAN), json.dumps(TARGET)))
         db.execute("INSERT INTO events (job_id, at, kind, detail) VALUES ('job-old', 1, 'note', 'before')")
         db.execute("INSERT INTO events (job_id, at, kind, from_state, to_state, detail)"
                    " VALUES ('job-old', 1.5, 'transition', 'BOOTING', 'RUNNING', 'the agents report')")
@@ -90,9 +97,9 @@ def test_a_store_of_the_hand_written_migrations_upgrades_in_place(tmp_path: Path
     store = Store(path)
     try:
         job = store.get("job-old")
-        assert job is not None and job.spec == CLEAN_SPEC  # 0004's data fix, applied now if it was missing
+        assert job is not None and job.spec == JobSpec.model_validate(CLEAN_SPEC)  # 0004's fix, applied if missing
         assert (job.state, job.source_dir, job.settings, job.lease_owner, job.lease_token) == (
-            JobState.RUNNING, "", {}, "ctl", 4)
+            JobState.RUNNING, "", Settings(), "ctl", 4)
         assert job.entered_at == 1.5 and job.keys_expire_at is None  # 0003: from its latest transition
         assert job.cancel_checkpoint and job.fingerprint is None  # 0004, 0005
         [node] = store.nodes("job-old")
@@ -123,7 +130,7 @@ def test_an_empty_file_of_the_old_code_becomes_a_new_store(tmp_path: Path) -> No
     old_store(tmp_path / "state.db", applied=0)  # created, then the process died before the first migration
     store = Store(tmp_path / "state.db")
     try:
-        store.create_job("job-1", "n", {}, {}, {}, now=1, deadline=2, source_dir="/", settings={})
+        store.create_job(new_job("job-1", "n", deadline=2), now=1)
         assert [j.job_id for j in store.list_jobs()] == ["job-1"]
     finally:
         store.close()
@@ -131,7 +138,7 @@ def test_an_empty_file_of_the_old_code_becomes_a_new_store(tmp_path: Path) -> No
 
 def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_is(store_url: str, raw: Engine) -> None:
     store = Store(store_url)
-    store.create_job("job-1", "n", {}, {}, {}, now=1, deadline=2, source_dir="/", settings={})
+    store.create_job(new_job("job-1", "n", deadline=2), now=1)
     store.close()
     with raw.begin() as conn:  # what a later cvmjob's revision 0099 would leave
         conn.execute(text(f"UPDATE {migrations.VERSION_TABLE} SET version_num = '0099'"))
@@ -277,7 +284,8 @@ def test_a_store_at_0006_keeps_its_leases_and_takes_63_bit_tokens(store_url: str
         command.upgrade(config, "0006")
         conn.execute(text("INSERT INTO jobs (job_id, name, state, spec_json, plan_json, cloud_json, created_at,"
                           " updated_at, deadline, lease_owner, lease_token, lease_expires)"
-                          " VALUES ('job-old', 'old', 'RUNNING', '{}', '{}', '{}', 1, 2, 3, 'ctl', 4, 50)"))
+                          " VALUES ('job-old', 'old', 'RUNNING', :spec, :plan, :cloud, 1, 2, 3, 'ctl', 4, 50)"),
+                     {"spec": json.dumps(CLEAN_SPEC), "plan": json.dumps(PLAN), "cloud": json.dumps(TARGET)})
     store = Store(store_url)
     try:
         assert version(raw) == ("0008",)

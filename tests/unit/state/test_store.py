@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from orchestrator.plan.settings import Settings
 from orchestrator.providers.tencent.vocabulary import ChargeType
-from orchestrator.state.machine import IllegalTransition, JobState
+from orchestrator.state.machine import IllegalTransition, JobState, NodeState
 from orchestrator.state.store import (
     CRASH_AT_ENV,
     FencedOut,
@@ -22,26 +24,28 @@ from orchestrator.state.store import (
     PoolStore,
     StaleState,
     Store,
+    StoreError,
 )
+from tests.records import TARGET, new_job, plan, spec
 from tests.unit.state.conftest import Opener
 
 
 def node(state: str = "intent", instance_id: str | None = None, attempt: int = 1) -> NodeRecord:
-    return NodeRecord("job-1", attempt, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, instance_id, state)
+    return NodeRecord("job-1", attempt, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, instance_id, NodeState(state))
 
 
 def test_records_come_back_decoded_and_another_opening_sees_them(store: Store, open_store: Opener) -> None:
     token = store.acquire("job-1", "a", ttl=30, now=100)
     store.put_node(token, node())
-    store.update("job-1", token, 101, outcome=JobState.FAILED, attempt=2, plan={"region": "r2"}, cost_cny=1.25)
+    store.update("job-1", token, 101, outcome=JobState.FAILED, attempt=2, plan=plan(region="r2"), cost_cny=1.25)
     store.request_cancel("job-1", 102)
     again = open_store()  # opening an upgraded store changes nothing
     job = again.get("job-1")
     assert job is not None
     assert (job.name, job.state, job.outcome, job.attempt, job.cost_cny) == ("demo", JobState.PENDING,
                                                                             JobState.FAILED, 2, 1.25)
-    assert job.spec == {"name": "demo"} and job.plan == {"region": "r2"} and job.cloud == {"kind": "emulator"}
-    assert job.settings == {"poll": 1} and job.source_dir == "/src" and job.cancel_requested is True
+    assert job.spec == spec("demo") and job.plan == plan(region="r2") and job.target == TARGET
+    assert job.settings == Settings(poll_seconds=2.0) and job.source_dir == "/src" and job.cancel_requested is True
     assert (job.created_at, job.updated_at, job.deadline) == (100.0, 102.0, 200.0)
     assert (job.lease_owner, job.lease_token, job.lease_expires) == ("a", token, 130.0)
     [stored] = again.nodes("job-1")
@@ -111,7 +115,7 @@ def test_second_controller_is_fenced_out(store: Store) -> None:
 
 
 def test_find_by_prefix_and_name(store: Store) -> None:
-    store.create_job("job_2", "other", {}, {}, {}, now=101.0, deadline=200.0, source_dir="/", settings={})
+    store.create_job(new_job("job_2", "other", deadline=200.0), now=101.0)
     assert [j.job_id for j in store.find("job")] == ["job_2", "job-1"]  # newest first
     assert [j.job_id for j in store.find("job-")] == ["job-1"]
     assert [j.job_id for j in store.find("demo")] == ["job-1"]
@@ -173,9 +177,9 @@ def test_a_crash_point_kills_the_process_after_the_transition_commits_or_before_
 
 
 def test_a_round_reads_its_jobs_and_their_nodes_in_one_query_each(store: Store) -> None:
-    store.create_job("job-2", "n", {}, {}, {}, now=1, deadline=2, source_dir="/", settings={})
+    store.create_job(new_job("job-2", "n", deadline=2), now=1)
     token = store.acquire("job-2", "a", ttl=30, now=100)
-    node = NodeRecord("job-2", 1, 0, "tok", "z", "t", ChargeType.SPOT, None, None, "intent")
+    node = NodeRecord("job-2", 1, 0, "tok", "z", "t", ChargeType.SPOT, None, None, NodeState.INTENT)
     store.put_node(token, node)
     assert set(store.get_many(["job-1", "job-2", "job-nope"])) == {"job-1", "job-2"}
     assert store.get_many([]) == {}
@@ -192,7 +196,7 @@ def test_a_store_locked_past_the_busy_timeout_is_busy_and_changes_nothing(tmp_pa
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.2)
     path = tmp_path / "state.db"
     store = Store(path)
-    store.create_job("job-1", "n", {}, {}, {}, now=1, deadline=2, source_dir="/", settings={})
+    store.create_job(new_job("job-1", "n", deadline=2), now=1)
     token = store.acquire("job-1", "a", ttl=30, now=1)
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process writing, for longer than the timeout
@@ -211,12 +215,12 @@ def test_a_store_locked_past_the_busy_timeout_is_busy_and_changes_nothing(tmp_pa
 def test_jobs_created_since_a_time_and_a_nodes_bill_with_its_source_and_training_time(store: Store) -> None:
     """What `cvmjob cost` reads: the jobs created since --since, and each node's bill, where it came from and how
     long it trained."""
-    store.create_job("job-2", "n", {}, {}, {}, now=150, deadline=300, source_dir="/", settings={})
+    store.create_job(new_job("job-2", "n", deadline=300), now=150)
     assert [j.job_id for j in store.list_jobs(since=150)] == ["job-2"]  # created at or after
     assert [j.job_id for j in store.list_jobs(since=100)] == ["job-2", "job-1"]
     assert store.list_jobs(since=151) == []
     token = store.acquire("job-1", "a", ttl=30, now=100)
-    billed = NodeRecord("job-1", 1, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, "ins-1", "gone", running_at=110.0,
+    billed = NodeRecord("job-1", 1, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, "ins-1", NodeState.GONE, running_at=110.0,
                         ended_at=230.0, cost_cny=0.05, cost_source="bill", training_seconds=90.5)
     store.put_node(token, billed)
     assert store.nodes("job-1") == [billed]
@@ -230,4 +234,18 @@ def test_a_new_sqlite_store_and_its_journal_are_readable_by_their_owner_only(tmp
     store.register_controller("c", 1.0, {})  # a write: the -wal file exists from here on
     for name in ("state.db", "state.db-wal"):
         assert (path.parent / name).stat().st_mode & 0o777 == 0o600, name
+    store.close()
+
+
+def test_a_job_whose_record_was_edited_by_hand_into_no_spec_is_one_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = Store(path)
+    store.create_job(new_job("job-1"), now=1.0)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE jobs SET spec_json = '{\"name\": \"demo\"}'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match=r"job job-1 in the store cannot be read \(spec\.region: Field required\): "
+                                         "its record was changed outside cvmjob"):
+        store.get("job-1")
     store.close()

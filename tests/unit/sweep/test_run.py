@@ -10,9 +10,7 @@ import optuna
 import pytest
 
 from orchestrator.contract import MetricsAt, Phase, Status
-from orchestrator.lifecycle.settings import settings_from_json
 from orchestrator.spec.loader import read_job
-from orchestrator.spec.models import JobSpec
 from orchestrator.state.store import Store
 from orchestrator.sweep import study as S
 from orchestrator.sweep.rules import Ending
@@ -78,9 +76,9 @@ def test_a_trials_share_of_the_cap_is_the_limit_its_controller_decides_on(
     sweeper._submit(trial.number, trial._trial_id, trial.params, "job-capped0")
     record = store.get("job-capped0")
     assert record is not None
-    limit = JobSpec.model_validate(record.spec).limits.max_cost
+    limit = record.spec.limits.max_cost
     assert limit is not None and 0 < limit <= 3.0
-    assert settings_from_json(record.settings).max_cost == limit
+    assert record.settings.max_cost == limit
     store.close()
     study._storage._backend.engine.dispose()  # type: ignore[attr-defined]
 

@@ -1,9 +1,9 @@
-"""The knobs ``decide`` reads, taken once from the spec and the policies (so decide needs no pydantic model)."""
+"""The knobs ``decide`` reads, born with the plan from the spec and the policies (configure.py), so decide needs no
+pydantic model."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -55,14 +55,3 @@ class Settings:
     pool_wait_timeout: float = 1800.0
     short_lived_keys: bool = True  # credentials: sts (the agents' COS keys expire and are rotated), not a CAM role
 
-
-def settings_to_json(settings: Settings) -> dict[str, object]:
-    return asdict(settings)
-
-
-def settings_from_json(data: dict[str, Any]) -> Settings:
-    if not data:
-        return Settings()
-    recovery = dict(data.get("recovery") or {})
-    recovery["backoff"] = Backoff(**(recovery.get("backoff") or {}))
-    return Settings(**{**data, "recovery": RecoveryRules(**recovery)})

@@ -1,0 +1,81 @@
+"""What each node's agent is given for an attempt: where it reads and writes, what its short-lived keys may touch,
+and its agent.json. Pure: the executor makes the calls (STS, the presigning, the puts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..contract import AgentConfig, CosAccess, JobLayout, Location, TemporaryKeys, checkpoints_location
+from ..plan.models import Placement, Plan
+from ..providers.tencent import sts
+from ..spec.models import JobSpec
+from ..target import Target
+
+
+@dataclass(frozen=True)
+class Locations:
+    """The job's three places in COS, as its agents are told them."""
+
+    state: Location  # the job's prefix in the state bucket
+    checkpoints: Location
+    outputs: Location
+
+
+def locations(job_id: str, spec: JobSpec, state_bucket: str) -> Locations:
+    layout = JobLayout(job_id)
+    out = spec.outputs.upload_to
+    return Locations(
+        state=Location(bucket=state_bucket, prefix=layout.prefix),
+        checkpoints=checkpoints_location(job_id, state_bucket, spec.checkpoints.upload_to),
+        outputs=Location(bucket=out.bucket, prefix=out.prefix) if out else
+        Location(bucket=state_bucket, prefix=layout.outputs_prefix),
+    )
+
+
+def grants(job_id: str, spec: JobSpec, plan: Plan) -> list[sts.Grant]:
+    """What the agents' keys may do: write the job's places and its signal, read its data and the checkpoints it
+    resumes from (another job's: never written)."""
+    where = locations(job_id, spec, plan.state_bucket)
+    granted = [sts.Grant(loc.bucket, loc.prefix, write=True) for loc in (where.state, where.checkpoints, where.outputs)]
+    granted += [sts.Grant(d.source.bucket, d.source.prefix, write=False) for d in spec.data]
+    if plan.resume_from is not None:
+        granted.append(sts.Grant(plan.resume_from.checkpoints.bucket, plan.resume_from.checkpoints.prefix, write=False))
+    granted.append(sts.Grant(plan.state_bucket, JobLayout(job_id).signals_prefix, write=True))
+    return granted
+
+
+def federation_name(job_id: str) -> str:
+    """GetFederationToken's Name: at most 32 characters of [A-Za-z0-9+=,.@_-]."""
+    return f"cvmjob{job_id.replace('-', '')}"[:32]
+
+
+def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attempt: int, placement: Placement,
+                  keys: TemporaryKeys | None, credentials_url: str | None) -> list[AgentConfig]:
+    """Every node's agent.json of ``attempt`` on ``placement``. ``keys`` and ``credentials_url`` are None when the
+    instances have a CAM role (``spec.cam_role``): the agents take the role's keys from the metadata service."""
+    layout = JobLayout(job_id)
+    where = locations(job_id, spec, plan.state_bucket)
+    role = spec.cam_role
+    cos = CosAccess(region=target.region, endpoint=target.endpoint, appid=target.appid,
+                    mode="role" if role else "sts", role_name=role)
+    return [
+        AgentConfig(
+            job_id=job_id,
+            job_name=spec.name,
+            attempt=attempt,
+            node_rank=node,
+            nnodes=spec.train.nnodes,
+            state=where.state,
+            checkpoints=where.checkpoints,
+            outputs=where.outputs,
+            resume_from=plan.resume_from,
+            cos=cos,
+            keys=keys,
+            credentials_url=credentials_url,
+            workdir_archive_key=layout.workdir_archive,
+            signal_key=layout.signal(attempt, node),
+            spec=spec.model_dump(mode="json"),
+            bandwidth_gbps=placement.bandwidth_gbps,
+        )
+        for node in range(spec.train.nnodes)
+    ]

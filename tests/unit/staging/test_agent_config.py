@@ -1,0 +1,55 @@
+"""What each node's agent is given: its places in COS, what its keys may touch, and its agent.json."""
+
+from __future__ import annotations
+
+from orchestrator.contract import Location, ResumeSource, TemporaryKeys
+from orchestrator.plan.models import Placement
+from orchestrator.providers.tencent.sts import Grant
+from orchestrator.providers.tencent.vocabulary import ChargeType
+from orchestrator.staging.agent_config import agent_configs, federation_name, grants, locations
+from tests.records import TARGET, plan, spec
+
+STATE = "cvmjob-state-1250000000"
+PLACEMENT = Placement(zone="ap-guangzhou-3", instance_type="GN7.2XLARGE32", charge_type=ChargeType.SPOT,
+                      bandwidth_gbps=10.0)
+DATA = [{"source": "cos://datasets-1250000000/mnist/", "target": "mnist"}]
+
+
+def test_a_jobs_places_default_to_its_prefix_and_shared_ones_get_a_folder_per_job() -> None:
+    own = locations("job-1", spec(), STATE)
+    assert own.state == Location(bucket=STATE, prefix="cvmjob/job-1/")
+    assert own.checkpoints == Location(bucket=STATE, prefix="cvmjob/job-1/checkpoints/")
+    assert own.outputs == Location(bucket=STATE, prefix="cvmjob/job-1/outputs/")
+    shared = locations("job-1", spec(checkpoints={"upload_to": "cos://ckpt-1250000000/runs/"},
+                                     outputs={"upload_to": "cos://out-1250000000/models/"}), STATE)
+    assert shared.checkpoints == Location(bucket="ckpt-1250000000", prefix="runs/job-1/")
+    assert shared.outputs == Location(bucket="out-1250000000", prefix="models/")
+
+
+def test_the_keys_write_the_jobs_places_and_only_read_its_data_and_the_checkpoints_it_resumes_from() -> None:
+    source = ResumeSource(job_id="job-0", checkpoints=Location(bucket=STATE, prefix="cvmjob/job-0/checkpoints/"))
+    granted = grants("job-1", spec(data=DATA), plan(state_bucket=STATE, resume_from=source))
+    assert granted == [
+        Grant(STATE, "cvmjob/job-1/", write=True),
+        Grant(STATE, "cvmjob/job-1/checkpoints/", write=True),
+        Grant(STATE, "cvmjob/job-1/outputs/", write=True),
+        Grant("datasets-1250000000", "mnist/", write=False),
+        Grant(STATE, "cvmjob/job-0/checkpoints/", write=False),
+        Grant(STATE, "cvmjob/_signals/job-1/", write=True),
+    ]
+    assert len(federation_name("job-" + "a" * 40)) == 32 and "-" not in federation_name("job-1")
+
+
+def test_every_node_gets_its_config_with_the_keys_or_the_role() -> None:
+    keys = TemporaryKeys(secret_id="id", secret_key="key", token="t", expires_at=1)
+    configs = agent_configs("job-1", spec(train={"command": "python train.py", "nnodes": 2}),
+                            plan(state_bucket=STATE), TARGET, 3, PLACEMENT, keys, "https://presigned")
+    assert [(c.attempt, c.node_rank, c.nnodes) for c in configs] == [(3, 0, 2), (3, 1, 2)]
+    assert [c.signal_key for c in configs] == ["cvmjob/_signals/job-1/3-0", "cvmjob/_signals/job-1/3-1"]
+    first = configs[0]
+    assert (first.cos.mode, first.keys, first.credentials_url, first.bandwidth_gbps) == (
+        "sts", keys, "https://presigned", 10.0)
+    assert (first.cos.region, first.cos.endpoint, first.cos.appid) == (TARGET.region, TARGET.endpoint, TARGET.appid)
+    [role] = agent_configs("job-1", spec(credentials="role:trainer"), plan(state_bucket=STATE), TARGET, 1,
+                           PLACEMENT, None, None)
+    assert (role.cos.mode, role.cos.role_name, role.keys, role.credentials_url) == ("role", "trainer", None, None)
