@@ -3,13 +3,14 @@ logs, cancel, wait, gc."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -209,13 +210,32 @@ def _resume_source(spec: JobSpec, sdk: TencentSdk, store: Store) -> tuple[Resume
         f"{what}: starts from step {found[1]} of {job.job_id} until it has a checkpoint of its own"]
 
 
+class Gathered:
+    """The cloud's facts for planning (zones, offerings, images), gathered once for every spec that needs the same
+    ones: a sweep plans each dispatch round's trials from one gathering, not one per trial."""
+
+    def __init__(self) -> None:
+        self._facts: dict[str, Facts] = {}
+
+    def facts(self, spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
+        # What _gather reads depends on these alone (a sweep may vary any of them across its trials).
+        key = json.dumps([spec.region, spec.billing.mode, spec.image and spec.image.model_dump(mode="json"),
+                          state_bucket(spec, target), target.to_json()], sort_keys=True)
+        if key not in self._facts:
+            self._facts[key] = retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS)
+        return self._facts[key]
+
+
 def plan(
     spec_path: Path, overrides: list[str] | None = None, force_emulator: bool = False, name: str | None = None,
     document: dict[str, Any] | None = None, store: Store | None = None,
+    avoid: Mapping[tuple[str, str], str] | None = None, gathered: Gathered | None = None,
 ) -> PlanReport:
     """Everything `cvmjob plan` shows; no side effects (the only write-like call is a DryRun). ``document``: the
     spec's mapping, already read (a sweep's trial); ``spec_path`` is still where its relative paths start.
-    ``store``: where ``checkpoints.resume_from`` is looked up (default: this machine's)."""
+    ``store``: where ``checkpoints.resume_from`` is looked up (default: this machine's). ``avoid``: placements
+    (zone, instance type) the plan must not use, and why. ``gathered``: the cloud's facts, shared with other
+    plans (default: gathered for this one)."""
     overrides = list(overrides or [])
     if name:
         overrides.append(f"name={name}")
@@ -228,7 +248,7 @@ def plan(
     fallback = (spec.billing.mode == "spot" and settings.recovery.falls_back_to_on_demand) or (
         spec.billing.mode == "reserved" and settings.pool_when_busy == "on-demand"
     )
-    plan_ = make_plan(spec, retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS), fallback)
+    plan_ = make_plan(spec, (gathered or Gathered()).facts(spec, target, sdk), fallback, avoid)
     notes = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
     if spec.checkpoints.resume_from is not None:
         jobs = store if store is not None else Store(store_url())

@@ -8,6 +8,7 @@ work is an error naming the field and the nearest valid value; nothing here talk
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CvmjobError
@@ -63,10 +64,13 @@ class Facts:
     state_bucket: str = ""
 
 
-def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> Plan:
+def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
+              avoid: Mapping[tuple[str, str], str] | None = None) -> Plan:
     """``on_demand_fallback``: the job's policy lets it continue on demand (a spot recovery policy with
     fallback_to_on_demand, a pool policy with when_busy: on-demand); then no spot capacity today is a start on
-    demand, not an error."""
+    demand, not an error. ``avoid``: (zone, instance type) pairs not to use, whatever the charge type, and why
+    (a sweep's brakes): rejected like any other."""
+    avoid = avoid or {}
     problems: list[str] = []
     zones = _zones(spec, facts, problems)
     need = spec.instance.need
@@ -95,7 +99,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False) -> 
                     ),
                     None,
                 )
-                reason = _unusable(offer, spec, charge_type)
+                reason = avoid.get((zone, instance_type)) or _unusable(offer, spec, charge_type)
                 if reason:
                     rejected.append(
                         Rejected(zone=zone, instance_type=instance_type, charge_type=charge_type, reason=reason)

@@ -9,7 +9,7 @@ list or mapping. Anything else stays text, so ``--set train.command=python a.py 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -39,6 +39,25 @@ def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[
             _assign(result, parts, parse_value(raw))
         except _BadPath as exc:
             problems.append(Problem(source, exc.path, exc.message))
+    if problems:
+        raise SpecError(problems)
+    return result
+
+
+def set_values(document: dict[str, Any], values: Mapping[str, Any], source: str = "set") -> dict[str, Any]:
+    """A copy of ``document`` with each dotted path set to its value as it is (typed: no text to read back, so
+    a string stays a string and a float keeps its precision); SpecError lists the bad paths."""
+    result = copy.deepcopy(document)
+    problems = []
+    for key, value in values.items():
+        parts = key.strip().split(".")
+        if not all(parts):
+            problems.append(Problem(f"{source}.{key}", "", "expected a dotted path, e.g. train.env.LR"))
+            continue
+        try:
+            _assign(result, parts, copy.deepcopy(value))
+        except _BadPath as exc:
+            problems.append(Problem(f"{source}.{key}", exc.path, exc.message))
     if problems:
         raise SpecError(problems)
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from ..state.machine import JobState
@@ -76,6 +76,14 @@ def may_start(spend: Spend, next_trial: NextTrial, *, max_cost: float | None, gp
             return (f"budget.gpu_hours: {spend.gpu_hours:.2f} GPU hours used, and the running and next trials' "
                     f"{spend.running_gpu_hours_left + next_trial.gpu_hours:.2f} more would exceed {gpu_hours:g}")
     return None
+
+
+def started(spend: Spend, next_trial: NextTrial, share: float | None) -> Spend:
+    """``spend`` once the next trial has started: it may cost up to its share of the cap (its job's
+    limits.max_cost) or, without one, the estimate, and the estimate's GPU hours."""
+    cost = share if share is not None else next_trial.cost or 0.0
+    return replace(spend, running_cost_left=spend.running_cost_left + cost,
+                   running_gpu_hours_left=spend.running_gpu_hours_left + next_trial.gpu_hours)
 
 
 def consecutive_failures(endings: Sequence[Ending]) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,14 +31,23 @@ from ..providers.tencent.errors import CloudError
 from ..spec.errors import SpecError
 from ..spec.loader import read_job
 from ..spec.models import LimitsSpec
-from ..spec.overrides import apply_overrides
+from ..spec.overrides import set_values
 from ..state.home import died_here
 from ..state.machine import JobState, NodeState
 from ..state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases
 from ..text import show_values
 from . import study as S
-from .rules import Ending, NextTrial, Spend, consecutive_failures, ending, may_start, placements_to_avoid
-from .spec import SweepSpec, placeholder_problems, render
+from .rules import (
+    Ending,
+    NextTrial,
+    Spend,
+    consecutive_failures,
+    ending,
+    may_start,
+    placements_to_avoid,
+    started,
+)
+from .spec import SweepSpec, placeholder_problems, render, trial_value
 
 if TYPE_CHECKING:
     import optuna
@@ -48,6 +57,15 @@ POLL_SECONDS = 2.0
 ESTIMATE_MARGIN = 1.25  # the next trial is estimated at the costliest completed one's cost, and a quarter more
 SHARE_OF_ESTIMATE = 2.0  # a trial's job may spend at most this many estimates (its limits.max_cost)
 SWEEPER_LEASE_SECONDS = 30.0  # a `sweep run` that has not renewed its lease for this long is gone
+
+
+@dataclass
+class _Dispatch:
+    """One step's dispatch: the cloud's facts and the sweep's ledger, each read once; each trial the step starts
+    is then counted into the ledger (rules.started), not read back from the store."""
+
+    gathered: api.Gathered
+    ledger: tuple[Spend, NextTrial] | None = None
 
 
 class SweepBusy(Exception):
@@ -78,8 +96,10 @@ class JobTemplate:
         load_job(self.path, [], self.trial_document(spec, _first_values(spec), 0))
 
     def trial_document(self, spec: SweepSpec, params: dict[str, Any], number: int) -> dict[str, Any]:
-        document = apply_overrides(self.document, [f"{key}={render(str(value), params)}"
-                                                    for key, value in spec.set.items()])
+        """The job of trial ``number``: the sweep's ``set`` applied with the trial's values as they are (a value
+        that is one placeholder takes the parameter's own type; text with placeholders is rendered text) and
+        placeholders rendered inside train.command."""
+        document = set_values(self.document, {key: trial_value(value, params) for key, value in spec.set.items()})
         train = dict(document.get("train") or {})
         if "command" in train:
             train["command"] = render(str(train["command"]), params)
@@ -148,13 +168,14 @@ class Sweeper:
         """One look at every running trial, then as many new ones as may start; the final state once done."""
         from optuna.trial import TrialState
 
+        dispatch = _Dispatch(api.Gathered())
         for trial in self._trials(TrialState.RUNNING):
-            self._follow(trial)
+            self._follow(trial, dispatch)
         reason = self._blocked()
         while not reason and self._room():
-            reason = self._afford() or ""  # only asked when a trial would start: the running ones' bounds shrink
+            reason = self._afford(dispatch) or ""  # only asked when a trial would start
             if not reason:
-                self._launch_new()
+                self._launch_new(dispatch)
                 reason = self._blocked()
         said = str(self.study.user_attrs.get(S.REASON_ATTR, ""))
         if reason and said != reason:
@@ -195,15 +216,21 @@ class Sweeper:
                     f"(`cvmjob logs` of their jobs shows why) and run the sweep again")
         return ""
 
-    def _afford(self) -> str | None:
+    def _afford(self, dispatch: _Dispatch) -> str | None:
         deadline = self.spec.budget.deadline
-        spend, estimate = self._ledger()
+        spend, estimate = self._ledger_of(dispatch)
         return may_start(
             spend, estimate, max_cost=self.spec.budget.max_cost,
             gpu_hours=self.spec.budget.gpu_hours, now=self.now(),
             deadline=None if deadline is None else self.started_at + deadline)
 
-    def _ledger(self) -> tuple[Spend, NextTrial]:
+    def _ledger_of(self, dispatch: _Dispatch) -> tuple[Spend, NextTrial]:
+        """The dispatch's ledger: read once, then each trial it starts counted in by hand."""
+        if dispatch.ledger is None:
+            dispatch.ledger = self._ledger(dispatch.gathered)
+        return dispatch.ledger
+
+    def _ledger(self, gathered: api.Gathered | None = None) -> tuple[Spend, NextTrial]:
         """From one read of every trial's jobs: what was spent, what the running trials may still spend (up to
         their share of the cap, their jobs' limits.max_cost), and what the next trial will cost: the costliest
         completed trial with a margin once there is one, before that its plan's bound (its price for its whole
@@ -216,7 +243,7 @@ class Sweeper:
                                  seconds=ESTIMATE_MARGIN * max(u.seconds for u in done))
         else:
             if self._bound is None:
-                self._bound = _bound(self._plan(_first_values(self.spec), 0).plan)
+                self._bound = _bound(self._plan(_first_values(self.spec), 0, gathered=gathered).plan)
             estimate = self._bound
         cost = gpu = left = gpu_left = 0.0
         for job, used in usages:
@@ -228,21 +255,21 @@ class Sweeper:
                 gpu_left += max(0.0, estimate.gpu_hours - used.gpu_hours)
         return Spend(cost, gpu, left, gpu_left), estimate
 
-    def _launch_new(self) -> None:
+    def _launch_new(self, dispatch: _Dispatch) -> None:
         self._beat()
         trial = self.study.ask(S.distributions(self.spec))
         job_id = api.new_job_id()
         trial.set_user_attr(S.JOB_ATTR, job_id)
         trial.set_user_attr(S.JOBS_ATTR, [job_id])
         self.say(f"trial {trial.number}: {show_values(trial.params)} -> job {job_id}")
-        self._submit(trial.number, trial._trial_id, trial.params, job_id)
+        self._submit(trial.number, trial._trial_id, trial.params, job_id, dispatch)
 
-    def _submit(self, number: int, trial_id: int, params: dict[str, Any], job_id: str) -> None:
-        """The trial's job, under the id its trial already names."""
+    def _submit(self, number: int, trial_id: int, params: dict[str, Any], job_id: str, dispatch: _Dispatch) -> None:
+        """The trial's job, under the id its trial already names; counted in the dispatch's ledger."""
         from optuna.trial import TrialState
 
         try:
-            report = self._plan(params, number, self._share_of_cap())
+            report = self._plan(params, number, self._share_of_cap(dispatch), dispatch.gathered)
         except (SpecError, PlanError) as exc:
             self._finish(trial_id, number, TrialState.FAIL, Ending.TRAINING, f"its job cannot be planned: {exc}")
             return
@@ -250,21 +277,26 @@ class Sweeper:
             self.say(f"trial {number}: its job cannot be planned now ({exc}); trying again")
             return
         api.submit(report, self.store, job_id=job_id)
+        if dispatch.ledger is not None:
+            spend, estimate = dispatch.ledger
+            dispatch.ledger = started(spend, estimate, report.spec.limits.max_cost), estimate
 
-    def _share_of_cap(self) -> float | None:
+    def _share_of_cap(self, dispatch: _Dispatch) -> float | None:
         """The next trial's share of budget.max_cost, which becomes its job's limits.max_cost (the job stops itself
         there): whatever a trial does, the running trials' shares and what was spent stay under the cap."""
         cap = self.spec.budget.max_cost
         if cap is None:
             return None
-        spend, estimate = self._ledger()
+        spend, estimate = self._ledger_of(dispatch)
         share = cap - spend.cost - spend.running_cost_left
         return min(share, SHARE_OF_ESTIMATE * (estimate.cost or share))
 
-    def _plan(self, params: dict[str, Any], number: int, share: float | None = None) -> api.PlanReport:
-        """The trial's job planned; ``share``: its share of the cap, in its spec before planning, so that the
-        spec, the plan and the settings the controller decides on are born from one limits.max_cost (a share
-        written into the spec after planning never reached the settings: a trial could spend past the cap)."""
+    def _plan(self, params: dict[str, Any], number: int, share: float | None = None,
+              gathered: api.Gathered | None = None) -> api.PlanReport:
+        """The trial's job planned; ``share``: its share of the cap, in its spec before planning, and the
+        placements its brakes avoid, in the planning itself: the spec, the plan and the settings the controller
+        decides on are born together and never edited after (a share written into the spec after planning never
+        reached the settings: a trial could spend past the cap)."""
         document = self.template.trial_document(self.spec, params, number)
         # Limits the spec's own model refuses are left as written: the plan says what is wrong with them (a share
         # written over them would hide it).
@@ -274,19 +306,15 @@ class Sweeper:
             share = None
         if share is not None:
             limit = round(max(share if own is None else min(share, own), 0.01), 4)
-            document = apply_overrides(document, [f"limits.max_cost={limit}"])
-        report = api.plan(self.template.path, [], self.force_emulator, document=document)
-        avoid = placements_to_avoid(self._placement_failures(), self.spec.brakes.per_placement_failures)
-        kept = [p for p in report.plan.candidates if (p.zone, p.instance_type) not in avoid]
-        if not kept:
-            raise PlanError([f"every placement of the job failed {self.spec.brakes.per_placement_failures} times"
-                                 " (brakes.per_placement_failures)"])
-        if len(kept) < len(report.plan.candidates):
-            report = replace(report, plan=report.plan.model_copy(update={"candidates": kept}))
-        return report
+            document = set_values(document, {"limits.max_cost": limit})
+        failed = self.spec.brakes.per_placement_failures
+        why = f"failed {failed} times in this sweep (brakes.per_placement_failures)"
+        avoid = dict.fromkeys(placements_to_avoid(self._placement_failures(), failed), why)
+        return api.plan(self.template.path, [], self.force_emulator, document=document, avoid=avoid,
+                        gathered=gathered)
 
     # -- following a trial ---------------------------------------------------------------------------------
-    def _follow(self, trial: FrozenTrial) -> None:
+    def _follow(self, trial: FrozenTrial, dispatch: _Dispatch) -> None:
         from optuna.trial import TrialState
 
         job_id = trial.user_attrs.get(S.JOB_ATTR)
@@ -297,7 +325,7 @@ class Sweeper:
         job = self.store.get(job_id)
         if job is None:  # named, then not submitted: the sweep died, or the cloud failed its plan
             self.say(f"trial {trial.number}: submitting its job {job_id}")
-            self._submit(trial.number, trial._trial_id, trial.params, job_id)
+            self._submit(trial.number, trial._trial_id, trial.params, job_id, dispatch)
             return
         if not job.state.is_terminal():
             if job.state == JobState.RUNNING:
@@ -311,7 +339,7 @@ class Sweeper:
             self._trial_attr(trial._trial_id, S.JOBS_ATTR, [*trial.user_attrs.get(S.JOBS_ATTR, []), retry])
             self._trial_attr(trial._trial_id, S.JOB_ATTR, retry)
             self.say(f"trial {trial.number}: job {job_id} ended {job.state.value} ({job.reason}); retrying as {retry}")
-            self._submit(trial.number, trial._trial_id, trial.params, retry)
+            self._submit(trial.number, trial._trial_id, trial.params, retry, dispatch)
         else:
             self._finish(trial._trial_id, trial.number, TrialState.FAIL, end, f"job {job_id} {job.state.value}: "
                          f"{job.reason}")

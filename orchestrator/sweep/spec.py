@@ -268,6 +268,14 @@ def render(text: str, params: dict[str, Any]) -> str:
     return _PLACEHOLDER.sub(value, text).replace("{{", "{").replace("}}", "}")
 
 
+def trial_value(value: str | float | int | bool, params: dict[str, Any]) -> Any:
+    """A ``set`` value for a trial: ``"{lr}"`` is the parameter's value itself, other text is rendered."""
+    if not isinstance(value, str):
+        return value
+    whole = _PLACEHOLDER.fullmatch(value)
+    return params[whole.group(1)] if whole else render(value, params)
+
+
 _REQUIRED = [name for name, f in SweepSpec.model_fields.items() if f.is_required()]
 
 

@@ -278,3 +278,14 @@ def test_no_spot_capacity_today_starts_on_demand_when_the_policy_falls_back() ->
 def test_each_placement_carries_its_types_network_bandwidth() -> None:
     plan = make_plan(spec(instance={"type": "GT4.4XLARGE96"}), facts())
     assert {p.bandwidth_gbps for p in plan.candidates} == {16.0}
+
+
+def test_placements_to_avoid_are_rejected_with_their_reason_and_the_next_one_leads() -> None:
+    why = "failed 2 times in this sweep (brakes.per_placement_failures)"
+    plan = make_plan(spec(billing={"mode": "spot"}), facts(), avoid={("ap-guangzhou-3", "GN7.2XLARGE32"): why})
+    assert all(p.zone != "ap-guangzhou-3" for p in plan.candidates)  # spot and its on-demand fallback alike
+    assert plan.primary.zone == "ap-guangzhou-4" and plan.estimated_cost is not None
+    assert {(r.zone, r.reason) for r in plan.rejected if r.zone == "ap-guangzhou-3"} == {("ap-guangzhou-3", why)}
+    with pytest.raises(PlanError, match=r"brakes\.per_placement_failures"):
+        make_plan(spec(), facts(), avoid={("ap-guangzhou-3", "GN7.2XLARGE32"): why,
+                                          ("ap-guangzhou-4", "GN7.2XLARGE32"): why})

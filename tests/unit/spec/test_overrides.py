@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.spec import load_spec
-from orchestrator.spec.overrides import apply_overrides, parse_value
+from orchestrator.spec.errors import SpecError
+from orchestrator.spec.overrides import apply_overrides, parse_value, set_values
 from tests.unit.spec.conftest import FULL_SPEC, MINIMAL_SPEC, error_lines
 
 
@@ -71,3 +72,13 @@ def test_apply_overrides_leaves_the_document_alone() -> None:
 ])
 def test_values_are_yaml_scalars_or_flow_collections(raw: str, value: object) -> None:
     assert parse_value(raw) == value
+
+
+def test_set_values_keeps_each_value_as_it_is_and_names_a_bad_path() -> None:
+    document = {"name": "x", "train": {"command": "c"}, "data": [{"target": "a"}]}
+    assert set_values(document, {"train.env.LR": 1e-3, "train.env.OPT": "null", "data.1": {"target": "b"}}) == {
+        "name": "x", "train": {"command": "c", "env": {"LR": 1e-3, "OPT": "null"}},
+        "data": [{"target": "a"}, {"target": "b"}]}
+    assert document["train"] == {"command": "c"}  # a copy: the template is left as it was
+    with pytest.raises(SpecError, match=r"set.data.5: data.5: not an index of this list"):
+        set_values(document, {"data.5": 1})

@@ -13,6 +13,7 @@ from orchestrator.sweep.rules import (
     ending,
     may_start,
     placements_to_avoid,
+    started,
 )
 
 NOW = 1000.0
@@ -67,3 +68,10 @@ def test_a_placement_that_failed_often_enough_is_avoided() -> None:
     failures = [("z3", "GN7"), ("z3", "GN7"), ("z4", "GN7"), ("z3", "GN7")]
     assert placements_to_avoid(failures, 3) == {("z3", "GN7")}
     assert placements_to_avoid(failures, 4) == set()
+
+
+def test_a_started_trial_counts_its_share_of_the_cap_or_else_the_estimate() -> None:
+    spend, estimate = Spend(5.0, 1.0, 2.0, 0.5), NextTrial(cost=3.0, gpu_hours=0.25, seconds=600)
+    assert started(spend, estimate, 1.5) == Spend(5.0, 1.0, 3.5, 0.75)
+    assert started(spend, estimate, None) == Spend(5.0, 1.0, 5.0, 0.75)
+    assert started(spend, NextTrial(cost=None, gpu_hours=0.0, seconds=600), None) == spend

@@ -9,12 +9,13 @@ from pathlib import Path
 import optuna
 import pytest
 
+from orchestrator import api
 from orchestrator.contract import MetricsAt, Phase, Status
 from orchestrator.spec.loader import read_job
 from orchestrator.state.store import Store
 from orchestrator.sweep import study as S
 from orchestrator.sweep.rules import Ending
-from orchestrator.sweep.run import SWEEPER_LEASE_SECONDS, JobTemplate, SweepBusy, Sweeper, _reported
+from orchestrator.sweep.run import SWEEPER_LEASE_SECONDS, JobTemplate, SweepBusy, Sweeper, _Dispatch, _reported
 from orchestrator.sweep.spec import SweepSpec
 from tests.emulator_process import EmulatorProcess
 
@@ -73,7 +74,7 @@ def test_a_trials_share_of_the_cap_is_the_limit_its_controller_decides_on(
     study = S.open_study(spec, url)
     sweeper = Sweeper(spec, JobTemplate(job, QUICKSTART), store, url, study, say=lambda line: None)
     trial = study.ask(S.distributions(spec))
-    sweeper._submit(trial.number, trial._trial_id, trial.params, "job-capped0")
+    sweeper._submit(trial.number, trial._trial_id, trial.params, "job-capped0", _Dispatch(api.Gathered()))
     record = store.get("job-capped0")
     assert record is not None
     limit = record.spec.limits.max_cost
@@ -123,3 +124,51 @@ def test_one_sweep_run_drives_a_study_and_one_taken_over_tells_it_nothing_more(t
     first.take_over()  # a released study is free at once
     store.close()
     study._storage._backend.engine.dispose()  # type: ignore[attr-defined]
+
+
+def test_a_trials_set_values_keep_their_types_and_text_is_rendered(tmp_path: Path) -> None:
+    spec = SweepSpec.model_validate({
+        "study": "typed", "job": {"name": "x", "train": {"command": "python t.py --lr {lr}"}},
+        "space": {"lr": {"low": 0.0001, "high": 0.1, "log": True}, "nodes": {"choices": [1, 2]},
+                  "opt": {"choices": ["adam", "null"]}},
+        "set": {"train.nnodes": "{nodes}", "train.env.LR": "{lr}", "train.env.RUN": "lr-{lr}-{opt}",
+                "train.env.OPT": "{opt}", "limits.max_cost": 4.5},
+        "objective": {"metric": "val_loss"}, "trials": 3})
+    template = JobTemplate({"name": "x", "train": {"command": "python t.py --lr {lr}"}}, tmp_path / "sweep.yaml")
+    document = template.trial_document(spec, {"lr": 1e-3, "nodes": 2, "opt": "null"}, 7)
+    assert document["train"]["nnodes"] == 2
+    assert document["train"]["env"] == {"LR": 1e-3, "RUN": "lr-0.001-null", "OPT": "null"}  # "null" stays text
+    assert document["limits"]["max_cost"] == 4.5
+    assert document["train"]["command"] == "python t.py --lr 0.001" and document["name"] == "typed-t7"
+
+
+def test_one_dispatch_gathers_the_clouds_facts_once_and_counts_in_each_trial_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, emulator: EmulatorProcess) -> None:
+    for name, value in (("CVMJOB_ENDPOINT", emulator.endpoint), ("TENCENTCLOUD_SECRET_ID", emulator.secret_id),
+                        ("TENCENTCLOUD_SECRET_KEY", emulator.secret_key), ("CVMJOB_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(name, value)
+    url = str(tmp_path / "state.db")
+    store = Store(url)
+    job = {**read_job(QUICKSTART), "data": []}
+    spec = SweepSpec.model_validate({"study": "round", "job": job, "space": {"lr": {"low": 0.1, "high": 1.0}},
+                                     "objective": {"metric": "val_loss"}, "trials": 3, "parallel": 3,
+                                     "budget": {"max_cost": 30.0}})
+    study = S.open_study(spec, url)
+    sweeper = Sweeper(spec, JobTemplate(job, QUICKSTART), store, url, study, say=lambda line: None)
+    dispatch = _Dispatch(api.Gathered())
+    before = emulator.admin.calls(action="DescribeZoneInstanceConfigInfos")[-1:]
+    since = before[0]["seq"] if before else None
+    for number in range(2):
+        trial = study.ask(S.distributions(spec))
+        trial.set_user_attr(S.JOBS_ATTR, [f"job-round00{number}"])  # as _launch_new names it
+        sweeper._submit(trial.number, trial._trial_id, trial.params, f"job-round00{number}", dispatch)
+    # Three plans (the first trial's bound and two trials), one gathering: quickstart is on demand, one charge type.
+    assert len(emulator.admin.calls(action="DescribeZoneInstanceConfigInfos", since=since)) == 1
+    assert dispatch.ledger is not None
+    counted, _ = dispatch.ledger
+    jobs = [store.get(f"job-round00{n}") for n in range(2)]
+    shares = [j.spec.limits.max_cost for j in jobs if j is not None]
+    fresh, _ = sweeper._ledger()  # read back from the store: what the dispatch counted in by hand
+    assert len(shares) == 2 and counted.running_cost_left == pytest.approx(sum(shares))
+    assert fresh.running_cost_left == pytest.approx(counted.running_cost_left)
+    store.close()
