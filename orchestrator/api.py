@@ -22,7 +22,7 @@ from .agent.manifest import entries_of, read_manifest
 from .billing import funds
 from .billing import pool as pools
 from .ci import fingerprint
-from .ci.facts import labels_from
+from .ci.facts import default_branch, labels_from, run_facts
 from .contract import (
     Fingerprint,
     FingerprintEntry,
@@ -31,8 +31,10 @@ from .contract import (
     Manifest,
     Result,
     ResumeSource,
+    RunFacts,
     Status,
     checkpoints_location,
+    latest_key,
 )
 from .contract.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
@@ -467,6 +469,37 @@ def agent_view(job: JobRecord, node: int = 0, every_node: bool = False) -> Agent
         manifest,
         beats if every_node else {},
     )
+
+
+def run_facts_of(store: Store, job: JobRecord, view: AgentView | None = None, up_to_date: bool = False,
+                 now: Callable[[], float] = time.time) -> RunFacts:
+    """The job as a CI summary tells it. ``view``: what the agents said, when the caller has read it already (the
+    end of a run has)."""
+    view = view or agent_view(job)
+    metrics = view.result.metrics if view.result is not None else {}
+    facts = run_facts(job, job_history(store, job)[1], metrics, now())
+    return facts.model_copy(update={"up_to_date": up_to_date})
+
+
+def baseline_for(store: Store, job: JobRecord, named: str | None,
+                 env: Mapping[str, str] = os.environ) -> RunFacts | None:
+    """What a CI summary compares ``job`` with: the job ``named``, else the newest success of its name on the
+    default branch (``_latest/`` in its state bucket), unless that is the job itself."""
+    if named is not None:
+        return run_facts_of(store, find_job(store, named))
+    try:
+        found = state_store(job).get_json(latest_key(job.name, default_branch(env)))
+    except CloudError:
+        return None
+    latest = None if found is None else RunFacts.model_validate(found)
+    return None if latest is None or latest.job_id == job.job_id else latest
+
+
+def pool_access(region: str, force_emulator: bool = False) -> tuple[PoolStore, TencentSdk]:
+    """The reserved pools' records and the cloud of ``region``: the cloud first, so that a refused target (CI
+    without keys) leaves no store behind."""
+    sdk = connect(resolve(region, force_emulator))
+    return PoolStore(Store(store_url())), sdk
 
 
 def checkpoint_manifest(job: JobRecord, sdk: TencentSdk) -> Manifest | None:

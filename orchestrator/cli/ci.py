@@ -5,19 +5,15 @@ whose miss is its own exit code (ci.gate.EXIT_GATE_FAILED)."""
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Annotated, Optional
 
 import typer
 
 from .. import api
-from ..ci.facts import default_branch, run_facts
 from ..ci.gate import EXIT_GATE_FAILED, Gate, check, parse_gate
 from ..ci.summary import append_step_summary, markdown
-from ..contract import RunFacts, latest_key
 from ..errors import EXIT_BAD_INPUT
-from ..providers.tencent.errors import CloudError
 from ..state.store import JobRecord, Store
 from . import render
 from .options import Abort
@@ -51,38 +47,15 @@ class CiReport:
         return self.summary or bool(self.gates) or self.baseline is not None
 
 
-def facts_of(store: Store, job: JobRecord, view: api.AgentView | None = None, up_to_date: bool = False) -> RunFacts:
-    """``view``: what the agents said, when the caller has read it already (the end of a run has)."""
-    view = view or api.agent_view(job)
-    metrics = view.result.metrics if view.result is not None else {}
-    facts = run_facts(job, api.job_history(store, job)[1], metrics, time.time())
-    return facts.model_copy(update={"up_to_date": up_to_date})
-
-
-def _latest(job: JobRecord, ref: str) -> RunFacts | None:
-    try:
-        found = api.state_store(job).get_json(latest_key(job.name, ref))
-    except CloudError:
-        return None
-    return None if found is None else RunFacts.model_validate(found)
-
-
-def baseline_for(store: Store, job: JobRecord, named: str | None) -> RunFacts | None:
-    if named is not None:
-        return facts_of(store, api.find_job(store, named))
-    latest = _latest(job, default_branch(os.environ))
-    return None if latest is None or latest.job_id == job.job_id else latest
-
-
 def tell(report: CiReport, store: Store, job: JobRecord, view: api.AgentView | None = None,
          up_to_date: bool = False) -> int | None:
     """The summary written and the gates checked; EXIT_GATE_FAILED when the job succeeded and missed one."""
     if not report.wanted:
         return None
-    current = facts_of(store, job, view, up_to_date)
+    current = api.run_facts_of(store, job, view, up_to_date)
     results = check(report.gates, current.metrics)
     if report.summary:
-        text = markdown(current, baseline_for(store, job, report.baseline), results)
+        text = markdown(current, api.baseline_for(store, job, report.baseline), results)
         if append_step_summary(text, os.environ) is None:
             render.err.print(text, markup=False)
     missed = [r for r in results if not r.passed]

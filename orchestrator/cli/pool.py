@@ -8,11 +8,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from .. import api
 from ..billing import pool as pools
-from ..providers.tencent import TencentSdk
-from ..state.home import store_url
-from ..state.store import PoolStore, Store
-from ..target import connect, resolve
 from . import render
 from .options import Emulator, Output, check_output
 
@@ -20,11 +17,6 @@ pool_app = typer.Typer(no_args_is_help=True, help="The reserved pool: prepaid in
 
 Name = Annotated[str, typer.Option("--name", help="the pool")]
 Region = Annotated[str, typer.Option(help="the region of the pool's instances")]
-
-
-def _open(region: str, emulator: bool) -> tuple[PoolStore, TencentSdk]:
-    sdk = connect(resolve(region, emulator))  # first: a refused target (CI without keys) leaves no store behind
-    return PoolStore(Store(store_url())), sdk
 
 
 @pool_app.command("ls")
@@ -39,7 +31,7 @@ def list_pool(
 ) -> None:
     """Members of the pool(s): type, zone, state, the job holding each, and when the prepaid period ends."""
     check_output(output)
-    store, sdk = _open(region, emulator)
+    store, sdk = api.pool_access(region, emulator)
     members = pools.sync(store, sdk, name, time.time())
     if output == "json":
         render.print_json([m.__dict__ for m in members])
@@ -75,7 +67,7 @@ def grow(
     emulator: Emulator = False,
 ) -> None:
     """Buy prepaid instances into the pool (PREPAID RunInstances)."""
-    store, sdk = _open(region, emulator)
+    store, sdk = api.pool_access(region, emulator)
     ids = pools.grow(store, sdk, name, zone, instance_type, image, count, months, auto_renew,
                      warn=lambda line: render.err.print(f"warning: {line}", markup=False))
     render.console.print(
@@ -93,6 +85,6 @@ def shrink(
     emulator: Emulator = False,
 ) -> None:
     """Return idle prepaid instances (to the recycle bin; refunds follow Tencent Cloud's prepaid rules)."""
-    store, sdk = _open(region, emulator)
+    store, sdk = api.pool_access(region, emulator)
     returned = pools.shrink(store, sdk, name, count, time.time())
     render.console.print(f"pool {name}: returned {', '.join(returned)} (moved to the recycle bin)")
