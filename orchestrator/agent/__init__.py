@@ -16,9 +16,14 @@ logship      logs/<seq>.log                                      control     con
 spot         the spot reclaim notice                             stop        cancel/preempt requests
 workdir      the workdir archive and setup commands              nvme        local NVMe for the data
 preflight    Python, torch, CUDA, disk checks                    sync        COS -> local data, incremental
-manifest     manifest.json updates, local checkpoint naming      uploader    checkpoints -> COS
+manifest     manifest generations, local checkpoint naming       uploader    checkpoints -> COS
 restore      latest checkpoint -> local                          launch      command -> torchrun line, env
 rendezvous   multi-node c10d endpoint via COS                    processes   child process trees
 supervisor   progress, hang, exit, graceful stop                 outputs     $CVMJOB_OUTPUT_DIR -> COS
 result       result.json                                         periodic    background ticking threads
+install      the bootstrap's second half: lay out, link, start   paths       where things live on the instance
+host         what the host says of itself (the only reader)      gpus        GPU count, driver, utilisation
+gpu_watch    the GPUs' utilisation folded over heartbeats        seal        the job taken off before a snapshot
+uploads      many files up to COS at once                        retry       COS calls retried when it may pass
+errors       how a phase ends the attempt
 """

@@ -4,6 +4,7 @@ vocabulary stays in the provider (issue 9). Each check lists what breaks it, fil
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -193,3 +194,11 @@ def test_the_house_checks_see_a_crossing(tmp_path: Path) -> None:
                                                                "orchestrator.state.store"]
     assert _crossings({"state"}, lambda name: not _under(name, "lifecycle"), package) == [
         "orchestrator/state/x.py:2: orchestrator.lifecycle.decide"]
+
+
+def test_the_agents_index_lists_every_module() -> None:
+    index = (PACKAGE / "agent" / "__init__.py").read_text()
+    listed = set(re.findall(r"^(\w+) +|  +(\w+) {2,}", index, flags=re.MULTILINE))
+    names = {a or b for a, b in listed}
+    modules = {p.stem for p in (PACKAGE / "agent").glob("*.py")} - {"__init__", "__main__"}
+    assert sorted(modules - names) == []
