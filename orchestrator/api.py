@@ -245,8 +245,7 @@ def plan(
     settings = settings_for(spec, policies.recovery, policies.pool)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)
-    # Every call here is a read (or a DryRun): retried while throttled, so that many jobs can start at once (fifty
-    # concurrent `cvmjob run`s failed on RequestLimitExceeded before they created anything; tests/faults row 16).
+    # Every call here is a read (or a DryRun): retried while throttled, so that many jobs can start at once.
     fallback = (spec.billing.mode == "spot" and settings.recovery.falls_back_to_on_demand) or (
         spec.billing.mode == "reserved" and settings.pool_when_busy == "on-demand"
     )

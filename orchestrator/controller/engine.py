@@ -147,7 +147,7 @@ class Engine:
         self._renewed = clock()  # on the monotonic clock: a wall clock stepped back held renewals up
         self._ensured = Ensured()
         # Jobs held with controls of their own (a `cvmjob run` in the foreground): the only ones whose controls
-        # sleep() polls (a poll over a thousand held jobs, ten times a second, was a busy controller's CPU).
+        # sleep() polls, so that a thousand held jobs cost it nothing.
         self._steered: set[str] = set()
 
     # -- holding jobs ---------------------------------------------------------------------------------------
@@ -221,10 +221,8 @@ class Engine:
         for job_id in self.store.cancels_for(self.owner, ACTS_ON_CANCEL) if self.held else ():
             if (cancelled := self.held.get(job_id)) is not None and cancelled.step is None:
                 cancelled.due_at = min(cancelled.due_at, now)
-        # Only the due jobs are read: a job changes only through its own steps (or a cancel, which its next look
-        # sees); reading every held job at every round was most of a controller's CPU with a thousand of them.
-        # Two queries a round, whatever the number of due jobs (a query per job each was a busy controller's
-        # main-thread time).
+        # Only the due jobs are read, in two queries a round whatever their number: a job changes only through its
+        # own steps (or a cancel, which its next look sees).
         records = self.store.get_many(job_id for job_id, held in self.held.items() if self._due(held, now))
         ended = [job for job in records.values() if job.state.is_terminal()]
         for job in ended:
@@ -403,8 +401,7 @@ class Engine:
             if failure is None:
                 continue
             if isinstance(failure, StoreBusy):
-                # Like a crash at that point, which every action is written to survive: step it again shortly
-                # (fifty drivers on one SQLite file under a slow disk died of it).
+                # Like a crash at that point, which every action is written to survive: step it again shortly.
                 log.warning("job %s: %s; stepping it again in %.0f s", job_id, failure, TRANSIENT_PAUSE)
                 held.due_at = self.now() + TRANSIENT_PAUSE
                 continue
@@ -502,7 +499,6 @@ class Engine:
                 return self.now()
             except TransientError as exc:
                 # Still failing after the action's own retries (throttling, a COS outage): look again shortly.
-                # The controller used to die of it (exit 3), leaving the job where it was until a resume.
                 executor.emit("retry", f"{type(action).__name__} failed ({exc.code}); trying again")
                 return self.now() + TRANSIENT_PAUSE
             except OverBudget as exc:

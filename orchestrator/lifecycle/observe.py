@@ -39,9 +39,8 @@ from .observation import NodeSeen, Observation
 _NodeDoc = TypeVar("_NodeDoc", Status, Result)
 _AGENT_STATES = (JobState.BOOTING, JobState.RUNNING, JobState.CANCELLING, JobState.RECOVERING)
 # An agent writes result.json after the status that says its attempt ended (agent/attempt.py). A status still in
-# progress and not yet silent (contract.SILENT_AFTER) means there is no result yet to read: reading it anyway was
-# half the requests of a controller with a thousand jobs training. An older one may be the last before a final
-# heartbeat that failed.
+# progress and not yet silent (contract.SILENT_AFTER) means there is no result yet to read, and none is asked for
+# (it would be half a busy controller's requests). An older one may be the last before a final heartbeat that failed.
 
 
 @dataclass(frozen=True)

@@ -369,10 +369,9 @@ class Store:
         if url.get_backend_name() == "sqlite":
             self._engine = _sqlite_engine(url, self.where)
         else:
-            # A connection is held for one statement or one short transaction, but a controller's threads (and the
-            # fifty drive() threads of tests/faults row 16) ask at once: the default pool of 5 + 10 timed out there.
-            # PostgreSQL forks a backend per new connection, which a loaded server can take over 10 s to do (row 16
-            # on a busy runner: 4 of 50 controllers died of it); a server that is down refuses at once anyway.
+            # A connection is held for one statement or one short transaction, but a controller's threads ask at
+            # once: a pool larger than the default's 5 + 10. PostgreSQL forks a backend per new connection, which a
+            # loaded server can take over 10 s to do; a server that is down refuses at once anyway.
             self._engine = create_engine(url, connect_args={"connect_timeout": 30}, pool_pre_ping=True,
                                          pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=BUSY_TIMEOUT)
         self._closed = weakref.finalize(self, self._engine.dispose)  # a store dropped unclosed closes its connections

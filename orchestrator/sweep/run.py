@@ -295,8 +295,7 @@ class Sweeper:
               gathered: api.Gathered | None = None) -> api.PlanReport:
         """The trial's job planned; ``share``: its share of the cap, in its spec before planning, and the
         placements its brakes avoid, in the planning itself: the spec, the plan and the settings the controller
-        decides on are born together and never edited after (a share written into the spec after planning never
-        reached the settings: a trial could spend past the cap)."""
+        decides on are born together and never edited after."""
         document = self.template.trial_document(self.spec, params, number)
         # Limits the spec's own model refuses are left as written: the plan says what is wrong with them (a share
         # written over them would hide it).

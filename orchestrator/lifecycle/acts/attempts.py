@@ -132,7 +132,7 @@ class Attempts(ExecutorBase):
     def _write_credentials(self, attempt: int) -> TemporaryKeys:
         try:
             keys = self._issue_keys()
-        except AuthError as exc:  # escaping as it was, it killed the controller and left the job to its silence
+        except AuthError as exc:  # the job's own failure (or a retried refresh), never the controller's
             raise AgentKeysRefused(keys_refusal(exc)) from exc
         self.keys_refused = None
         retrying(
