@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from optuna.distributions import distribution_to_json
 
 from orchestrator.contract import JobDoc, RunLabels
 from orchestrator.plan.settings import Settings
@@ -29,6 +28,7 @@ from orchestrator.state import jobdoc
 from orchestrator.state.machine import JobState
 from orchestrator.state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases, job_to_json
 from orchestrator.sweep import study as sweep_study
+from tests.unit.state.fixtures.make_from_main import trial_facts
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "from_9215efb"
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / "expected.json").read_text())
@@ -162,21 +162,7 @@ def test_the_old_study_loads_with_the_same_trials(db: Path) -> None:
     study = sweep_study.load_study(old["name"], str(db))
     assert [d.name for d in study.directions] == old["directions"]
     assert study.user_attrs == old["user_attrs"]
-    trials = [
-        {
-            "number": t.number,
-            "state": t.state.name,
-            "params": t.params,
-            "distributions": {k: json.loads(distribution_to_json(d)) for k, d in t.distributions.items()},
-            "values": t.values,
-            "intermediate_values": {str(k): v for k, v in t.intermediate_values.items()},
-            "user_attrs": t.user_attrs,
-            "system_attrs": t.system_attrs,
-            "datetime_start": t.datetime_start.isoformat() if t.datetime_start else None,
-            "datetime_complete": t.datetime_complete.isoformat() if t.datetime_complete else None,
-        }
-        for t in study.get_trials(deepcopy=False)
-    ]
+    trials = [trial_facts(t) for t in study.get_trials(deepcopy=False)]
     assert trials == old["trials"]
     # The trials name jobs of the same store, and each of them reads.
     named = [job_id for t in old["trials"] for job_id in t["user_attrs"][sweep_study.JOBS_ATTR]]

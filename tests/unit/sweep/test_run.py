@@ -58,13 +58,17 @@ def test_the_intermediate_values_are_every_recent_report_of_the_metric() -> None
     assert _reported(None, "val_loss") == []
 
 
+def on_the_emulator(monkeypatch: pytest.MonkeyPatch, emulator: EmulatorProcess, tmp_path: Path) -> None:
+    for name, value in (("CVMJOB_ENDPOINT", emulator.endpoint), ("TENCENTCLOUD_SECRET_ID", emulator.secret_id),
+                        ("TENCENTCLOUD_SECRET_KEY", emulator.secret_key), ("CVMJOB_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(name, value)
+
+
 def test_a_trials_share_of_the_cap_is_the_limit_its_controller_decides_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, emulator: EmulatorProcess) -> None:
     # The share was once written into the job's spec after planning: the spec said it, the settings the
     # controller decides on had none, and a runaway trial could spend past the sweep's cap.
-    for name, value in (("CVMJOB_ENDPOINT", emulator.endpoint), ("TENCENTCLOUD_SECRET_ID", emulator.secret_id),
-                        ("TENCENTCLOUD_SECRET_KEY", emulator.secret_key), ("CVMJOB_HOME", str(tmp_path / "home"))):
-        monkeypatch.setenv(name, value)
+    on_the_emulator(monkeypatch, emulator, tmp_path)
     url = str(tmp_path / "state.db")
     store = Store(url)
     job = {**read_job(QUICKSTART), "data": []}
@@ -144,9 +148,7 @@ def test_a_trials_set_values_keep_their_types_and_text_is_rendered(tmp_path: Pat
 
 def test_one_dispatch_gathers_the_clouds_facts_once_and_counts_in_each_trial_it_starts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, emulator: EmulatorProcess) -> None:
-    for name, value in (("CVMJOB_ENDPOINT", emulator.endpoint), ("TENCENTCLOUD_SECRET_ID", emulator.secret_id),
-                        ("TENCENTCLOUD_SECRET_KEY", emulator.secret_key), ("CVMJOB_HOME", str(tmp_path / "home"))):
-        monkeypatch.setenv(name, value)
+    on_the_emulator(monkeypatch, emulator, tmp_path)
     url = str(tmp_path / "state.db")
     store = Store(url)
     job = {**read_job(QUICKSTART), "data": []}
