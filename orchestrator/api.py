@@ -45,7 +45,7 @@ from .plan.planner import Facts, PlanError, PublicImage, make_plan
 from .plan.settings import Settings
 from .policy.loader import load_job
 from .providers.tencent import TencentSdk, buckets, compute, images
-from .providers.tencent.errors import CapacityError, CloudError, StateConflictError
+from .providers.tencent.errors import CapacityError, CloudError, NotFoundError, StateConflictError
 from .providers.tencent.retry import retrying
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
@@ -186,19 +186,17 @@ def _resume_source(spec: JobSpec, sdk: TencentSdk, store: Store) -> tuple[Resume
         return None, []
     if wanted.startswith(LATEST_OF):
         name = wanted.removeprefix(LATEST_OF)
-        for job in store.find(name):  # newest first
-            if job.name == name and job.target.region == spec.region and \
+        for job in store.named(name):  # newest first
+            if job.target.region == spec.region and \
                     (found := _latest_checkpoint(sdk, job)) is not None:
                 return ResumeSource(job_id=job.job_id, checkpoints=found[0]), [
                     f"{what}: starts from step {found[1]} of {job.job_id} (the newest job named {name} with a "
                     "checkpoint) until it has a checkpoint of its own"]
         return None, [f"{what}: no job named {name} in {spec.region} has a complete checkpoint: the job starts fresh"]
     try:
-        job = find_job(store, wanted)
+        job = find_job(store, wanted, names=False)  # a job named like an id's prefix is no id
     except JobNotFound as exc:
         raise PlanError([f"{what}: {exc}"]) from exc
-    if not job.job_id.startswith(wanted):  # find_job answers to a name too
-        raise PlanError([f"{what}: no job {wanted!r}: `cvmjob ls` lists them"])
     region = job.target.region
     if region != spec.region:
         raise PlanError([f"{what}: {job.job_id} ran in {region}, and this job's instances in {spec.region} cannot "
@@ -376,12 +374,13 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
     return job_id
 
 
-def find_job(store: Store, ref: str) -> JobRecord:
-    """The job ``ref`` names in this store (an id, a unique prefix, a name); a full job id this store does not hold
-    is looked for in the state bucket (a job another machine submitted: a later CI step, another runner)."""
+def find_job(store: Store, ref: str, names: bool = True) -> JobRecord:
+    """The job ``ref`` names in this store (an id, a unique prefix, or with ``names`` a name); a full job id this
+    store does not hold is looked for in the state bucket (a job another machine submitted: a later CI step,
+    another runner)."""
     if not ref.strip():
         raise JobNotFound("no job given: name a job id (or a unique prefix, or the job name); `cvmjob ls` lists them")
-    matches = store.find(ref)
+    matches = store.find(ref, names)
     if not matches:
         if not JOB_ID.fullmatch(ref):
             raise JobNotFound(f"no job {ref!r}: `cvmjob ls` lists them")
@@ -505,7 +504,10 @@ def checkpoint_manifest(job: JobRecord, sdk: TencentSdk) -> Manifest | None:
     """The job's checkpoint manifest where its agents commit it (agent/manifest.py reads it for both, passing over
     what is not a manifest: the training's keys can write there too); None while there is none."""
     where = job_checkpoints(job)
-    read = read_manifest(ObjectStore(sdk, where.bucket), where.prefix)
+    try:
+        read = read_manifest(ObjectStore(sdk, where.bucket), where.prefix)
+    except NotFoundError:  # the bucket is gone (a checkpoints.upload_to deleted since): nothing to resume from
+        return None
     return read.manifest if read.generation or read.manifest.checkpoints else None
 
 

@@ -497,14 +497,21 @@ class Store:
                     found[row.job_id].append(_node(row))
         return found
 
-    def find(self, ref: str) -> list[JobRecord]:
-        """Jobs whose id is ``ref``, starts with it, or whose name is ``ref`` (newest first)."""
+    def find(self, ref: str, names: bool = True) -> list[JobRecord]:
+        """Jobs whose id is ``ref``, starts with it, or (``names``) whose name is ``ref`` (newest first)."""
         # A prefix compared as text: LIKE would read % and _ in the reference as wildcards.
-        query = select(jobs).where(or_(func.substr(jobs.c.job_id, 1, len(ref)) == ref, jobs.c.name == ref))
+        by_id = func.substr(jobs.c.job_id, 1, len(ref)) == ref
+        query = select(jobs).where(or_(by_id, jobs.c.name == ref) if names else by_id)
         with self._read() as conn:
             rows = conn.execute(query.order_by(jobs.c.created_at.desc())).all()
         exact = [r for r in rows if r.job_id == ref]
         return [_job(r) for r in (exact or rows)]
+
+    def named(self, name: str) -> list[JobRecord]:
+        """The jobs of that name, newest first."""
+        with self._read() as conn:
+            return [_job(r) for r in conn.execute(select(jobs).where(jobs.c.name == name)
+                                                  .order_by(jobs.c.created_at.desc()))]
 
     def list_jobs(self, active_only: bool = False, since: float | None = None) -> list[JobRecord]:
         """Newest first; ``since``: only the jobs created at that time or later."""
