@@ -92,8 +92,7 @@ def _drive(store: Store, job_id: str, me: str, output: str) -> Any:
 
     def on_signal(signum: int, frame: Any) -> None:
         store.request_cancel(job_id, time.time(), checkpoint=False)
-        controls.teardown_now.set()
-        controls.interrupted.set()
+        controls.tear_down_now()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

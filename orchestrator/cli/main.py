@@ -176,7 +176,7 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
         if presses["count"] == 1:
             store.request_cancel(job_id, time.time(), checkpoint=not at_once)  # for whoever drives it if we die
         if at_once:
-            controls.teardown_now.set()
+            controls.tear_down_now()
         if output == "text":
             render.err.print(
                 "[red]Tearing down now.[/]" if at_once else "[yellow]Cancelling: the agent checkpoints and "

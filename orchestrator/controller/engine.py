@@ -81,8 +81,13 @@ def signal_urgency(key: str) -> Urgency:
 class Controls:
     """How a user (or a signal handler) steers a driven job from outside the loop."""
 
-    interrupted: threading.Event = field(default_factory=threading.Event)  # wake up now
-    teardown_now: threading.Event = field(default_factory=threading.Event)  # skip the graceful cancel
+    interrupted: threading.Event = field(default_factory=threading.Event)  # wake up now (once: its step clears it)
+    teardown_now: threading.Event = field(default_factory=threading.Event)  # skip the graceful cancel (for good)
+
+    def tear_down_now(self) -> None:
+        """Skip the graceful cancel, and wake the engine once for it: a teardown begun waits as decided."""
+        self.teardown_now.set()
+        self.interrupted.set()
 
 
 OnRound = Callable[[JobRecord, Observation | None], None]
@@ -134,6 +139,7 @@ class Engine:
         self.raise_errors = raise_errors
         self.tick_seconds = tick_seconds  # the shortest time between two rounds (0: one job, react at once)
         self._round_at = 0.0
+        self._ended: list[JobRecord] = []  # the round's jobs that ended and were let go, so far
         self.share = 1.0  # of the API budget: 1 / live controllers of this store (service.py keeps it current)
         self.budget = ApiBudget(share=lambda: self.share, sleep=_token_wait)
         self.held: dict[str, Held] = {}
@@ -193,9 +199,10 @@ class Engine:
         return sdk
 
     def drop(self, job_id: str) -> None:
-        held = self.held.pop(job_id, None)
+        held = self.held.get(job_id)
         if held is not None:
-            self.store.release(job_id, held.token)
+            self.store.release(job_id, held.token)  # first: a store too busy for it leaves the job held
+            del self.held[job_id]
 
     def close(self) -> None:
         """Wait for the steps in flight, then give back every lease (another controller may take them at once)."""
@@ -206,11 +213,12 @@ class Engine:
     # -- rounds ---------------------------------------------------------------------------------------------
     def round(self) -> list[JobRecord]:
         """One look at every due job and a step for each; returns the jobs that ended (and are let go)."""
+        self._ended = []
         try:
             return self._round()
         except StoreBusy as exc:  # its reads or the lease renewal: the next round tries again
             log.warning("%s; the next round tries again", exc)
-            return []
+            return self._ended  # those let go before it: no later round would report them
 
     def _round(self) -> list[JobRecord]:
         self._step_looked()
@@ -224,12 +232,12 @@ class Engine:
         # Only the due jobs are read, in two queries a round whatever their number: a job changes only through its
         # own steps (or a cancel, which its next look sees).
         records = self.store.get_many(job_id for job_id, held in self.held.items() if self._due(held, now))
-        ended = [job for job in records.values() if job.state.is_terminal()]
-        for job in ended:
+        for job in (job for job in records.values() if job.state.is_terminal()):
             held = self.held[job.job_id]
+            self.drop(job.job_id)  # a busy store keeps it held: the next round reports it
+            self._ended.append(job)
             if held.on_round is not None:
                 held.on_round(job, None)
-            self.drop(job.job_id)
         due = [job for job in records.values() if not job.state.is_terminal()]
         nodes_of = self.store.nodes_of(job.job_id for job in due)
         by_connection: dict[int, list[_Due]] = {}
@@ -248,7 +256,7 @@ class Engine:
                 held.step = looking
             self._looks.append((looking, group))
         self._renew()
-        return ended
+        return self._ended
 
     def _step_looked(self) -> None:
         """A step for each job of the looks that came back."""
@@ -382,13 +390,12 @@ class Engine:
     def _asked(self) -> bool:
         self._steered &= self.held.keys()
         steered = (self.held[job_id] for job_id in self._steered)
-        return any(h.controls.interrupted.is_set() or h.controls.teardown_now.is_set() for h in steered
-                   if h.step is None)
+        return any(h.controls.interrupted.is_set() for h in steered if h.step is None)
 
     def _due(self, held: Held, now: float) -> bool:
         if held.step is not None:
             return False
-        return held.due_at <= now or held.controls.interrupted.is_set() or held.controls.teardown_now.is_set()
+        return held.due_at <= now or held.controls.interrupted.is_set()
 
     def _collect(self) -> None:
         """Finished steps: their failures, and the jobs to let go because of them."""
@@ -451,6 +458,7 @@ class Engine:
                 executor.run(Move(JobState.TEARING_DOWN, "cancelled: tearing down at once",
                                   outcome=job.outcome or JobState.CANCELLED))
             held.due_at = self.now()
+            controls.interrupted.clear()
             return
         controls.interrupted.clear()
         while True:
