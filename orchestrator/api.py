@@ -251,7 +251,8 @@ def plan(
     notes = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
     if spec.checkpoints.resume_from is not None:
         jobs = store if store is not None else Store(store_url())
-        plan_.resume_from, said = retrying(lambda: _resume_source(spec, sdk, jobs), attempts=PLAN_ATTEMPTS)
+        source, said = retrying(lambda: _resume_source(spec, sdk, jobs), attempts=PLAN_ATTEMPTS)
+        plan_ = plan_.model_copy(update={"resume_from": source})
         notes += said
     if spec.cam_role is None and sdk.credential.get_credential_info()[2]:
         # The agents' short-lived keys come from GetFederationToken, which STS refuses to temporary keys
@@ -280,8 +281,9 @@ def plan(
         notes.append(f"{primary.label()} answers {exc.code} now: the launch retries, then tries the next placement")
         return PlanReport(spec, spec_path, target, plan_, settings, notes)
     if price.per_hour is not None:
-        plan_.candidates[0] = primary.model_copy(update={"price_per_hour": price.per_hour})
-        plan_.estimated_cost = round(price.per_hour * plan_.nnodes * plan_.expected_hours, 2)
+        plan_ = plan_.model_copy(update={
+            "candidates": [primary.model_copy(update={"price_per_hour": price.per_hour}), *plan_.candidates[1:]],
+            "estimated_cost": round(price.per_hour * plan_.nnodes * plan_.expected_hours, 2)})
     return PlanReport(spec, spec_path, target, plan_, settings, notes)
 
 

@@ -43,7 +43,8 @@ class Rejected(BaseModel):
 
 
 class Plan(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Frozen: a stored plan's decoding is shared by every reading of the same record (state/store.py).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     region: str
     image_id: str

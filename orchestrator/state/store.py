@@ -12,6 +12,7 @@ no file, no sleep.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -287,20 +288,46 @@ def job_to_json(job: JobRecord) -> dict[str, Any]:
     return data
 
 
-def _job(row: Row[Any]) -> JobRecord:
-    data = dict(row._mapping)
-    for column, name in _JSON_COLUMNS.items():
-        data[name] = json.loads(data.pop(column))
-    fingerprint = data.pop("fingerprint_json")
-    data["fingerprint"] = None if fingerprint is None else json.loads(fingerprint)
+_TARGET, _SETTINGS = TypeAdapter(Target), TypeAdapter(Settings)
+
+
+# A row's frozen documents decoded, by their stored text: a job is read every round it is due, and its spec, plan,
+# target and settings never change once written, so one decoding serves every reading.
+@functools.lru_cache(maxsize=8192)
+def _frozen(kind: str, text: str) -> Any:
+    if kind == "spec":
+        return JobSpec.model_validate_json(text)
+    if kind == "plan":
+        return Plan.model_validate_json(text)
+    return _TARGET.validate_json(text) if kind == "cloud" else _SETTINGS.validate_json(text)
+
+
+def _document(job_id: str, kind: str, text: str) -> Any:
     try:
-        return job_from_json(data)
+        if kind == "labels":
+            return RunLabels.model_validate_json(text)
+        if kind == "fingerprint":
+            return Fingerprint.model_validate_json(text)
+        return _frozen(kind, text)
     except ValidationError as exc:  # a migration rewrites what a release changes: only a hand's edit gets here
         first = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise StoreError(f"job {data['job_id']} in the store cannot be read ({where}: {first['msg']}): its record "
-                         "was changed outside cvmjob. restore the store from a backup, or delete the job's rows and "
-                         "let `cvmjob gc` collect what it left in the cloud") from exc
+        where = ".".join(str(part) for part in (kind, *first["loc"]))
+        raise StoreError(f"job {job_id} in the store cannot be read ({where}: {first['msg']}): its record was "
+                         "changed outside cvmjob. restore the store from a backup, or delete the job's rows and let "
+                         "`cvmjob gc` collect what it left in the cloud") from exc
+
+
+def _job(row: Row[Any]) -> JobRecord:
+    data = dict(row._mapping)
+    job_id = data["job_id"]
+    documents = {name: _document(job_id, name, data.pop(column)) for column, name in _JSON_COLUMNS.items()}
+    fingerprint, outcome, state = data.pop("fingerprint_json"), data.pop("outcome"), data.pop("state")
+    requested, checkpoint = bool(data.pop("cancel_requested")), bool(data.pop("cancel_checkpoint"))
+    return JobRecord(
+        **data, cancel_requested=requested, cancel_checkpoint=checkpoint, state=JobState(state),
+        outcome=JobState(outcome) if outcome else None, spec=documents["spec"], plan=documents["plan"],
+        target=documents["cloud"], settings=documents["settings"], labels=documents["labels"],
+        fingerprint=None if fingerprint is None else _document(job_id, "fingerprint", fingerprint))
 
 
 def _new_token(previous: int) -> int:
