@@ -25,5 +25,5 @@ install      the bootstrap's second half: lay out, link, start   paths       whe
 host         what the host says of itself (the only reader)      gpus        GPU count, driver, utilisation
 gpu_watch    the GPUs' utilisation folded over heartbeats        seal        the job taken off before a snapshot
 uploads      many files up to COS at once                        retry       COS calls retried when it may pass
-errors       how a phase ends the attempt
+errors       how a phase ends the attempt                        nic         the interface the collectives use
 """

@@ -26,7 +26,7 @@ from orchestrator.contract import AgentConfig, JobLayout, Outcome, Phase, Result
 from orchestrator.providers.tencent.errors import CloudError
 from orchestrator.spec.models import JobSpec
 
-from . import gpus, nvme, rendezvous
+from . import gpus, nic, nvme, rendezvous
 from .cloud import Stores
 from .control import ControlWatcher
 from .errors import AgentTerminated, AttemptEnded
@@ -305,4 +305,15 @@ class Attempt:
         }
         if spec.checkpoints.interval_steps is not None:
             contract[TrainingEnv.CHECKPOINT_INTERVAL] = str(spec.checkpoints.interval_steps)
-        return training_env(os.environ, {k.value: v for k, v in contract.items()}, spec.train.env)
+        return training_env(os.environ, {k.value: v for k, v in contract.items()}, spec.train.env, self._socket_env())
+
+    def _socket_env(self) -> dict[str, str]:
+        """The collectives' interface: the one holding the address this node publishes for the rendezvous."""
+        try:
+            address = rendezvous.node_address(self.metadata)
+        except AttemptEnded:  # no local-ipv4 to go by: NCCL and Gloo choose (a one-node job never needed it)
+            return {}
+        chosen = nic.socket_env(address)
+        if chosen:
+            log.info("collectives on %s (%s)", chosen["GLOO_SOCKET_IFNAME"], address)
+        return chosen
