@@ -41,10 +41,10 @@ from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .lifecycle.observe import read_node_doc
 from .plan.configure import settings_for
 from .plan.models import Plan
-from .plan.planner import Facts, PlanError, PublicImage, make_plan
+from .plan.planner import Facts, NetworkFacts, PlanError, PublicImage, make_plan
 from .plan.settings import Settings
 from .policy.loader import load_job
-from .providers.tencent import TencentSdk, buckets, compute, images
+from .providers.tencent import TencentSdk, buckets, compute, images, network
 from .providers.tencent.errors import CapacityError, CloudError, NotFoundError, StateConflictError
 from .providers.tencent.retry import retrying
 from .providers.tencent.storage import ObjectStore
@@ -111,7 +111,42 @@ def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
         image=_spec_image(spec, sdk),
         public_images=public_images,
         state_bucket=state_bucket(spec, target),
+        network=_network_facts(spec, sdk),
     )
+
+
+def _network_facts(spec: JobSpec, sdk: TencentSdk) -> NetworkFacts:
+    """The VPC, a subnet per zone and the security groups every launch of the job names (the spec's, else the
+    region's defaults); one PlanError naming what does not exist and how to fix it."""
+    wanted, problems = spec.network, []
+    vpc = wanted.vpc_id or network.default_vpc(sdk)
+    if vpc is None:
+        raise PlanError([f"network.vpc_id: {spec.region} has no default VPC in this account. create one (the VPC "
+                         "console's default network) or set network.vpc_id to yours"])
+    if wanted.vpc_id is not None and not network.vpc_exists(sdk, vpc):
+        raise PlanError([f"network.vpc_id: {vpc} does not exist in {spec.region}. check the id, or leave it unset "
+                         "for the default VPC"])
+    found = network.subnets(sdk, vpc)
+    by_id = {s.subnet_id: s for s in found}
+    for zone, subnet_id in wanted.subnet_ids.items():
+        subnet = by_id.get(subnet_id)
+        if subnet is None or subnet.zone != zone:
+            where = "is not a subnet of " + vpc if subnet is None else f"is in {subnet.zone}"
+            problems.append(f"network.subnet_ids.{zone}: {subnet_id} {where}. name a subnet of {vpc} in {zone}")
+    subnets = dict(wanted.subnet_ids) or {
+        zone: min((s for s in found if s.zone == zone), key=lambda s: (not s.is_default, s.subnet_id)).subnet_id
+        for zone in {s.zone for s in found}}
+    groups = list(wanted.security_groups)
+    if groups:
+        missing = sorted(set(groups) - network.security_groups(sdk, groups))
+        problems += [f"network.security_groups: {g} does not exist in {spec.region}" for g in missing]
+    elif (default := network.default_security_group(sdk)) is not None:
+        groups = [default]
+    else:
+        problems.append("network.security_groups: the region has no default security group. name yours")
+    if problems:
+        raise PlanError(problems)
+    return NetworkFacts(vpc_id=vpc, subnets=subnets, security_group_ids=groups)
 
 
 def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
@@ -268,7 +303,7 @@ def plan(
     funds.ensure(sdk, f"job {spec.name} on {plan_.nnodes} × {primary.label()}", need, notes.append)
     # The job's own request (its disks, role, tags and price cap), less what only a launch has (UserData, a timer).
     probe = launch_request(spec, primary, plan_.image_id, client_token="cvmjob-plan-dry-run",
-                           name=f"cvmjob-{spec.name}", tags={})
+                           name=f"cvmjob-{spec.name}", tags={}, network=plan_.network)
     if primary.charge_type == ChargeType.RESERVED:
         notes.append(_pool_note(spec, plan_, sdk))
         return PlanReport(spec, spec_path, target, plan_, settings, notes)

@@ -42,6 +42,18 @@ class Rejected(BaseModel):
     reason: str
 
 
+class PlannedNetwork(BaseModel):
+    """What every launch of the job names of the network: the VPC, the subnet of each planned zone, the security
+    groups and the public IP's bandwidth (None: no public IP)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vpc_id: str
+    subnets: dict[str, str] = Field(default_factory=dict)  # zone -> subnet id
+    security_group_ids: list[str] = Field(default_factory=list)
+    public_bandwidth_mbps: int | None = None
+
+
 class Plan(BaseModel):
     # Frozen: a stored plan's decoding is shared by every reading of the same record (state/store.py).
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -59,6 +71,7 @@ class Plan(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     gpu_memory: MemoryEstimate | None = None  # what each GPU must hold, from instance.need.model
     resume_from: ResumeSource | None = None  # checkpoints.resume_from, resolved at plan time (api.plan)
+    network: PlannedNetwork | None = None  # None: planned by a release that named no network (the cloud's defaults)
 
     @property
     def primary(self) -> Placement:

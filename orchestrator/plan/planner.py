@@ -26,7 +26,7 @@ from ..spec.gpus import (
 )
 from ..spec.models import JobSpec
 from ..spec.suggest import did_you_mean
-from .models import Placement, Plan, Rejected
+from .models import Placement, Plan, PlannedNetwork, Rejected
 from .sizing import (
     GIB,
     MemoryEstimate,
@@ -55,6 +55,16 @@ class PublicImage:
 
 
 @dataclass(frozen=True)
+class NetworkFacts:
+    """The network the job's launches name, as the cloud has it: the VPC, its subnet in each zone that has one
+    (the spec's, else the zone's default or first), and the security groups."""
+
+    vpc_id: str
+    subnets: dict[str, str]  # zone -> subnet id
+    security_group_ids: list[str]
+
+
+@dataclass(frozen=True)
 class Facts:
     region: str
     zones: list[str]  # the region's zones, as the cloud lists them
@@ -62,6 +72,7 @@ class Facts:
     image: PublicImage | None  # the spec's image, resolved; None: choose a public one
     public_images: list[PublicImage] = field(default_factory=list)
     state_bucket: str = ""
+    network: NetworkFacts | None = None  # None: no network named (facts gathered by hand, without the VPC's)
 
 
 def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
@@ -71,6 +82,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
     demand, not an error. ``avoid``: (zone, instance type) pairs not to use, whatever the charge type, and why
     (a sweep's brakes): rejected like any other."""
     avoid = avoid or {}
+    network = facts.network
     problems: list[str] = []
     zones = _zones(spec, facts, problems)
     need = spec.instance.need
@@ -99,7 +111,8 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
                     ),
                     None,
                 )
-                reason = avoid.get((zone, instance_type)) or _unusable(offer, spec, charge_type)
+                reason = (avoid.get((zone, instance_type)) or _no_subnet(network, zone)
+                          or _unusable(offer, spec, charge_type))
                 if reason:
                     rejected.append(
                         Rejected(zone=zone, instance_type=instance_type, charge_type=charge_type, reason=reason)
@@ -155,6 +168,11 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
         estimated_cost=_cost(primary.price_per_hour, nnodes, hours),
         on_demand_cost=_cost(primary.on_demand_price_per_hour, nnodes, hours),
         state_bucket=facts.state_bucket,
+        network=None if network is None else PlannedNetwork(
+            vpc_id=network.vpc_id,
+            subnets={z: s for z, s in network.subnets.items() if any(c.zone == z for c in candidates)},
+            security_group_ids=network.security_group_ids,
+            public_bandwidth_mbps=spec.network.public_ip.bandwidth_mbps if spec.network.public_ip else None),
         warnings=warnings,
         gpu_memory=memory,
     )
@@ -313,6 +331,12 @@ def _named_types(spec: JobSpec) -> list[tuple[str, str]]:
     named = [("instance.type", spec.instance.type)] if spec.instance.type else []
     named += [(f"instance.alternatives.{i}", t) for i, t in enumerate(spec.instance.alternatives)]
     return named
+
+
+def _no_subnet(network: NetworkFacts | None, zone: str) -> str:
+    if network is None or zone in network.subnets:
+        return ""
+    return f"{network.vpc_id} has no subnet in this zone (network.subnet_ids)"
 
 
 def _unusable(offer: Offering | None, spec: JobSpec, charge_type: ChargeType) -> str:

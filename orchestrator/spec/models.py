@@ -21,6 +21,7 @@ from orchestrator.spec.fields import (
     TagValue,
     Zone,
 )
+from orchestrator.spec.network import NetworkSpec
 from orchestrator.spec.snapshot import IMAGE_NAME_MAX_LENGTH, SnapshotSpec
 from orchestrator.spec.workload import CheckpointSpec, DataSource, OutputSpec, TrainSpec
 
@@ -85,6 +86,8 @@ class JobSpec(SpecModel):
     """The image to boot. Unset: the planner picks a GPU-driver image (or a plain one for CPU types)."""
     disks: DiskSpec = DiskSpec()
     """System and data disks."""
+    network: NetworkSpec = NetworkSpec()
+    """The VPC, subnets, security groups and public IP of the instances."""
     workdir: LocalPath = "."
     """The local folder shipped to the instance, relative to the spec file; .gitignore is honoured."""
     setup: tuple[Command, ...] = Field((), examples=[["pip install -r requirements.txt"]])

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Protocol
 
 from ..contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
+from ..plan.models import PlannedNetwork
 from ..providers.tencent import compute
 from ..providers.tencent.vocabulary import ChargeType
 from ..spec.models import JobSpec
@@ -39,9 +40,11 @@ def launch_request(
     prepaid_months: int | None = None,
     prepaid_renew: bool = False,
     count: int = 1,
+    network: PlannedNetwork | None = None,
 ) -> compute.LaunchRequest:
     """What RunInstances (or its DryRun, or InquiryPriceRunInstances) is asked for. ``spec`` None: a reserved pool
-    member bought for no job yet (the cloud's default disks; each job re-images it with its own image)."""
+    member bought for no job yet (the cloud's default disks; each job re-images it with its own image).
+    ``network``: the plan's (its subnet in ``where``'s zone); None: a plan of a release that named none."""
     disks = spec.disks if spec is not None else None
     spot = where.charge_type == ChargeType.SPOT
     return compute.LaunchRequest(
@@ -61,6 +64,10 @@ def launch_request(
         prepaid_renew=prepaid_renew,
         cam_role=None if spec is None else spec.cam_role,
         count=count,
+        vpc_id=None if network is None else network.vpc_id,
+        subnet_id=None if network is None else network.subnets.get(where.zone),
+        security_group_ids=() if network is None else tuple(network.security_group_ids),
+        public_bandwidth_mbps=None if network is None else network.public_bandwidth_mbps,
     )
 
 

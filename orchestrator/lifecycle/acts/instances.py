@@ -47,6 +47,7 @@ class Instances(ExecutorBase):
             name=node_name(self.spec, self.job_id, node.attempt, node.node),
             tags=node_tags(self.spec, self.job_id, node.attempt, node.node),
             user_data_b64=data,
+            network=self.plan.network,
             terminate_at=datetime.fromtimestamp(max(job.deadline + ACTION_TIMER_MARGIN, self.now() + 420),
                                                 timezone.utc),
         )

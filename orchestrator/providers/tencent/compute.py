@@ -80,6 +80,10 @@ class LaunchRequest:
     prepaid_renew: bool = False
     cam_role: str | None = None
     count: int = 1
+    vpc_id: str | None = None  # with subnet_id: VirtualPrivateCloud (None: the account's defaults decide)
+    subnet_id: str | None = None
+    security_group_ids: tuple[str, ...] = ()
+    public_bandwidth_mbps: int | None = None  # a public IP, traffic billed; None: no public IP (RunInstances' own)
 
     def __post_init__(self) -> None:
         # A wire string given by a caller becomes its member here, so that a misspelt one fails before any call.
@@ -124,6 +128,13 @@ class LaunchRequest:
             }
         if self.cam_role:
             p["CamRoleName"] = self.cam_role
+        if self.vpc_id is not None and self.subnet_id is not None:
+            p["VirtualPrivateCloud"] = {"VpcId": self.vpc_id, "SubnetId": self.subnet_id}
+        if self.security_group_ids:
+            p["SecurityGroupIds"] = list(self.security_group_ids)
+        if self.public_bandwidth_mbps is not None:
+            p["InternetAccessible"] = {"InternetChargeType": "TRAFFIC_POSTPAID_BY_HOUR", "PublicIpAssigned": True,
+                                       "InternetMaxBandwidthOut": self.public_bandwidth_mbps}
         return p
 
 

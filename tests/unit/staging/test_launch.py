@@ -61,3 +61,8 @@ def test_the_client_token_is_one_launch_per_job_attempt_and_node() -> None:
     assert len({client_token("job-1", 1, 0), client_token("job-1", 2, 0), client_token("job-1", 1, 1),
                 client_token("job-2", 1, 0)}) == 4
     assert len(client_token("job-1", 1, 0)) <= 64 and client_token("job-1", 1, 0).isascii()
+
+
+def test_a_plan_of_a_release_that_named_no_network_launches_into_the_clouds_defaults_as_it_did() -> None:
+    params = launch_request(spec(), SPOT, "img-1", client_token="t", name="n", tags={}).params()
+    assert not {"VirtualPrivateCloud", "SecurityGroupIds", "InternetAccessible"} & set(params)

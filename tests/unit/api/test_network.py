@@ -1,0 +1,93 @@
+"""The network every launch names: the plan resolves the VPC, a subnet per zone and the security groups (the spec's,
+else the region's defaults), refuses what does not exist, and its DryRun and the launch send the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator import api
+from orchestrator.plan.planner import PlanError
+from orchestrator.providers.tencent import TencentSdk, compute, network
+from orchestrator.staging.launch import client_token, launch_request, node_name, node_tags
+from tests.emulator_process import EmulatorProcess
+
+SMALL = """\
+name: small
+region: ap-guangzhou
+zones: [ap-guangzhou-3, ap-guangzhou-4]
+instance: {type: S5.MEDIUM4}
+train: {command: python train.py}
+"""
+
+
+def small(tmp_path: Path) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(SMALL, encoding="utf-8")
+    return path
+
+
+def refusal(tmp_path: Path, *overrides: str) -> list[str]:
+    with pytest.raises(PlanError) as refused:
+        api.plan(small(tmp_path), list(overrides))
+    return refused.value.problems
+
+
+def test_the_plan_names_the_default_vpc_each_zones_subnet_and_the_default_group(
+        cloud: EmulatorProcess, sdk: TencentSdk, tmp_path: Path) -> None:
+    planned = api.plan(small(tmp_path)).plan.network
+    vpc = network.default_vpc(sdk)
+    assert planned is not None and planned.vpc_id == vpc and vpc is not None
+    zone_subnets = {s.zone: s.subnet_id for s in network.subnets(sdk, vpc) if s.is_default}
+    assert planned.subnets == {z: zone_subnets[z] for z in ("ap-guangzhou-3", "ap-guangzhou-4")}
+    assert planned.security_group_ids == [network.default_security_group(sdk)]
+    assert planned.public_bandwidth_mbps is None
+
+
+def test_what_the_spec_names_and_the_cloud_lacks_is_one_refusal_each(
+        cloud: EmulatorProcess, sdk: TencentSdk, tmp_path: Path) -> None:
+    vpc = network.default_vpc(sdk)
+    assert refusal(tmp_path, "network.vpc_id=vpc-00000000") == [
+        "network.vpc_id: vpc-00000000 does not exist in ap-guangzhou. check the id, or leave it unset for the "
+        "default VPC"]
+    zone4 = next(s.subnet_id for s in network.subnets(sdk, str(vpc)) if s.zone == "ap-guangzhou-4")
+    assert refusal(tmp_path, f"network.vpc_id={vpc}", f"network.subnet_ids.ap-guangzhou-3={zone4}",
+                   "network.security_groups=[sg-00000000]") == [
+        f"network.subnet_ids.ap-guangzhou-3: {zone4} is in ap-guangzhou-4. name a subnet of {vpc} in "
+        "ap-guangzhou-3",
+        "network.security_groups: sg-00000000 does not exist in ap-guangzhou"]
+    assert cloud.admin.calls(action="RunInstances") == []
+
+
+def test_a_zone_without_a_subnet_named_is_rejected_and_the_next_leads(
+        cloud: EmulatorProcess, sdk: TencentSdk, tmp_path: Path) -> None:
+    vpc = str(network.default_vpc(sdk))
+    zone4 = next(s.subnet_id for s in network.subnets(sdk, vpc) if s.zone == "ap-guangzhou-4")
+    plan = api.plan(small(tmp_path), [f"network.vpc_id={vpc}", f"network.subnet_ids.ap-guangzhou-4={zone4}"]).plan
+    assert {c.zone for c in plan.candidates} == {"ap-guangzhou-4"}
+    assert [r.reason for r in plan.rejected if r.zone == "ap-guangzhou-3"] == [
+        f"{vpc} has no subnet in this zone (network.subnet_ids)"]
+    assert plan.network is not None and plan.network.subnets == {"ap-guangzhou-4": zone4}
+
+
+def test_the_dry_run_and_the_launch_send_the_same_network_and_the_instance_is_in_it(
+        cloud: EmulatorProcess, sdk: TencentSdk, tmp_path: Path) -> None:
+    report = api.plan(small(tmp_path), ["network.public_ip.bandwidth_mbps=10"])
+    spec, plan = report.spec, report.plan
+    probe = launch_request(spec, plan.primary, plan.image_id, client_token="cvmjob-plan-dry-run",
+                           name=f"cvmjob-{spec.name}", tags={}, network=plan.network).params()
+    launch = launch_request(spec, plan.primary, plan.image_id, client_token=client_token("job-1", 1, 0),
+                            name=node_name(spec, "job-1", 1, 0), tags=node_tags(spec, "job-1", 1, 0),
+                            network=plan.network).params()
+    sent = ("VirtualPrivateCloud", "SecurityGroupIds", "InternetAccessible", "ImageId", "Placement")
+    assert {k: probe.get(k) for k in sent} == {k: launch.get(k) for k in sent}
+    assert launch["InternetAccessible"] == {"InternetChargeType": "TRAFFIC_POSTPAID_BY_HOUR",
+                                            "PublicIpAssigned": True, "InternetMaxBandwidthOut": 10}
+    [instance_id] = compute.run_instances(sdk, launch_request(
+        spec, plan.primary, plan.image_id, client_token=client_token("job-1", 1, 0), name="n", tags={},
+        network=plan.network))
+    described = sdk.call("cvm", "DescribeInstances", {"InstanceIds": [instance_id]})["InstanceSet"][0]
+    assert plan.network is not None
+    assert described["VirtualPrivateCloud"]["SubnetId"] == plan.network.subnets[plan.primary.zone]
+    assert described["SecurityGroupIds"] == plan.network.security_group_ids
