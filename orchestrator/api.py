@@ -36,7 +36,7 @@ from .contract import (
     checkpoints_location,
     latest_key,
 )
-from .contract.tags import TAG_JOB, TAG_NAME, TAG_OWNER, owner
+from .contract.tags import TAG_JOB, TAG_MANAGED, TAG_NAME, TAG_OWNER, owner
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .lifecycle.observe import read_node_doc
 from .plan.configure import settings_for
@@ -137,16 +137,22 @@ def _network_facts(spec: JobSpec, sdk: TencentSdk) -> NetworkFacts:
         zone: min((s for s in found if s.zone == zone), key=lambda s: (not s.is_default, s.subnet_id)).subnet_id
         for zone in {s.zone for s in found}}
     groups = list(wanted.security_groups)
-    if groups:
-        missing = sorted(set(groups) - network.security_groups(sdk, groups))
-        problems += [f"network.security_groups: {g} does not exist in {spec.region}" for g in missing]
-    elif (default := network.default_security_group(sdk)) is not None:
-        groups = [default]
-    else:
-        problems.append("network.security_groups: the region has no default security group. name yours")
+    missing = sorted(set(groups) - network.security_groups(sdk, groups))
+    problems += [f"network.security_groups: {g} does not exist in {spec.region}" for g in missing]
     if problems:
         raise PlanError(problems)
     return NetworkFacts(vpc_id=vpc, subnets=subnets, security_group_ids=groups)
+
+
+def _with_cvmjob_group(plan_: Plan, sdk: TencentSdk, spec: JobSpec) -> tuple[Plan, list[str]]:
+    """The plan with the region's cvmjob security group when the spec names none (made once, when a plan first
+    needs it: the DryRun names it as the launch will), and what the plan says of it when it was made now."""
+    if plan_.network is None or plan_.network.security_group_ids:
+        return plan_, []
+    group, created = retrying(lambda: network.ensure_security_group(sdk, TAG_MANAGED), attempts=PLAN_ATTEMPTS)
+    said = [f"network: created the cvmjob security group {group} in {spec.region} (its members admit each other "
+            "on every port; all egress)"] if created else []
+    return plan_.model_copy(update={"network": plan_.network.model_copy(update={"security_group_ids": [group]})}), said
 
 
 def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
@@ -266,7 +272,8 @@ def plan(
     document: dict[str, Any] | None = None, store: Store | None = None,
     avoid: Mapping[tuple[str, str], str] | None = None, gathered: Gathered | None = None,
 ) -> PlanReport:
-    """Everything `cvmjob plan` shows; no side effects (the only write-like call is a DryRun). ``document``: the
+    """Everything `cvmjob plan` shows; no side effects but the region's cvmjob security group, made the first time
+    a plan needs it (the only other write-like call is a DryRun). ``document``: the
     spec's mapping, already read (a sweep's trial); ``spec_path`` is still where its relative paths start.
     ``store``: where ``checkpoints.resume_from`` is looked up (default: this machine's). ``avoid``: placements
     (zone, instance type) the plan must not use, and why. ``gathered``: the cloud's facts, shared with other
@@ -282,8 +289,9 @@ def plan(
     fallback = (spec.billing.mode == "spot" and settings.recovery.falls_back_to_on_demand) or (
         spec.billing.mode == "reserved" and settings.pool_when_busy == "on-demand"
     )
-    plan_ = make_plan(spec, (gathered or Gathered()).facts(spec, target, sdk), fallback, avoid)
-    notes = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
+    plan_, notes = _with_cvmjob_group(make_plan(spec, (gathered or Gathered()).facts(spec, target, sdk), fallback,
+                                                avoid), sdk, spec)
+    notes += retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
     if spec.checkpoints.resume_from is not None:
         jobs = store if store is not None else Store(store_url())
         source, said = retrying(lambda: _resume_source(spec, sdk, jobs), attempts=PLAN_ATTEMPTS)

@@ -13,6 +13,7 @@ TAG_NODE = "cvmjob:node"
 TAG_NAME = "cvmjob:name"  # the job's name: images of every run of a job name, for retention and image.from_job
 TAG_OWNER = "cvmjob:owner"
 TAG_POOL = "cvmjob:pool"  # a reserved pool's member
+TAG_MANAGED = "cvmjob:managed"  # what cvmjob keeps for every job of a region (its security group)
 
 
 def owner() -> str:

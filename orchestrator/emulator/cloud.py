@@ -71,11 +71,12 @@ class Cloud:
             self.background,
         )
         self.cos = Cos(self.state_dir / "cos", self.iam, config, self.clock, self.faults)
+        self.security_groups = self.cvm.security_groups
         self.services: dict[str, Service] = {
             s.name: s
             for s in (
                 cvm_api.build(self.cvm),
-                vpc_api.build(lambda: self.created_at),
+                vpc_api.build(lambda: self.created_at, self.security_groups, self.clock.now),
                 sts_api.build(self.iam, self.web_identity, self.clock.now),
                 billing_api.build(self.billing, self.clock.now, config.uin),
             )
@@ -147,6 +148,7 @@ class Cloud:
             "web_identity": self.web_identity.to_state(),
             "billing": self.billing.to_state(),
             "cvm": self.cvm.to_state(),
+            "security_groups": self.security_groups.to_state(),
             "faults": self.faults.to_state(),
         }
         path = self.state_dir / STATE_FILE
@@ -166,6 +168,7 @@ class Cloud:
         self.web_identity.restore(state.get("web_identity", {}))
         self.billing.restore(state.get("billing", {}))
         self.cvm.restore(state.get("cvm", {}))
+        self.security_groups.restore(state.get("security_groups", []))
         self.faults.restore(state.get("faults", {}))
 
     def reset(self, seed: int | None = None) -> None:

@@ -14,6 +14,7 @@ import base64
 import binascii
 import ipaddress
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,13 +332,14 @@ def _subnet(params: Params, region: str, zone: str, count: int) -> tuple[Subnet,
     return subnet, ips
 
 
-def _security_groups(params: Params, region: str) -> list[str]:
+def _security_groups(params: Params, region: str, known: Collection[str]) -> list[str]:
+    """The groups named (``known``: the region's), else the project's default group, as RunInstances binds it."""
     default = default_vpc(region).security_group_id
     groups = params.str_list("SecurityGroupIds") or [default]
     for group in groups:
         if not SG_ID.match(group):
             raise ApiError("InvalidSgId.Malformed", f"`{group}` is not a security group id like sg-xxxxxxxx.")
-        if group != default:
+        if group != default and group not in known:
             raise ApiError("InvalidSecurityGroupId.NotFound", f"The security group `{group}` does not exist.")
     return groups
 
@@ -370,7 +372,9 @@ def _unsupported_references(params: Params) -> None:
         raise ApiError("InvalidParameterValue.ChcHostsNotFound", "There are no CHC hosts.")
 
 
-def parse_launch(params: Params, region: str, now: float, *, inquiry: bool = False) -> LaunchSpec:
+def parse_launch(params: Params, region: str, now: float, *, inquiry: bool = False,
+                 security_groups: Collection[str] = ()) -> LaunchSpec:
+    """``security_groups``: those the account has in ``region`` (besides its default one)."""
     _unsupported_references(params)
     charge_type = _charge_type(params)
     zone = _zone(params, region)
@@ -407,7 +411,7 @@ def parse_launch(params: Params, region: str, now: float, *, inquiry: bool = Fal
         data_disks=_data_disks(params, itype),
         subnet=subnet,
         private_ips=private_ips,
-        security_group_ids=_security_groups(params, region),
+        security_group_ids=_security_groups(params, region, security_groups),
         internet=_internet(params),
         tags=parse_tag_specification(params, "instance"),
         user_data=parse_user_data(params),

@@ -41,6 +41,7 @@ from ..runtime.background import Background
 from ..runtime.faults import Faults
 from ..runtime.gpus import GpuPool
 from ..runtime.host import Host
+from ..vpc.models import SecurityGroups
 from .images import Images
 from .launch import LaunchSpec
 from .records import (
@@ -112,6 +113,7 @@ class Cvm:
         self.stock = Stock()
         self.gpus = GpuPool(host.devices)
         self.images = Images(images_root, clock.now, config.image_seconds, faults, background)
+        self.security_groups = SecurityGroups()  # the VPC API's, which a launch names
 
     # -- lookups -----------------------------------------------------------------------------------------
     def live(self, region: str) -> list[Instance]:

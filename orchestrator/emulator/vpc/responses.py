@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
@@ -9,8 +10,12 @@ from typing import Any
 from ..api3.dispatch import CallContext, Service
 from ..api3.params import Params
 from ..catalog import REGIONS
+from ..cvm.tags import tag_filter_values
 from ..errors import ApiError
-from .models import default_subnets, default_vpc
+from ..ids import new_id
+from .models import PROTOCOLS, Policy, SecurityGroup, SecurityGroups, default_subnets, default_vpc
+
+SG_ID = re.compile(r"sg-[a-z0-9]{8}")
 
 
 def _page(items: list[dict[str, Any]], params: Params) -> list[dict[str, Any]]:
@@ -37,8 +42,13 @@ def _filtered(
     return out
 
 
-def build(created: Callable[[], float]) -> Service:
+def build(created_at: Callable[[], float], groups: SecurityGroups, now: Callable[[], float]) -> Service:
+    """``created_at``: when the account's default network was made; ``now``: the cloud's clock."""
     service = Service("vpc", "2017-03-12")
+    created = now
+
+    def stamp(at: float) -> str:
+        return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
     def region_of(ctx: CallContext) -> str:
         if ctx.region not in REGIONS:
@@ -48,7 +58,7 @@ def build(created: Callable[[], float]) -> Service:
         return ctx.region
 
     def created_time() -> str:
-        return datetime.fromtimestamp(created(), timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        return stamp(created_at())
 
     @service.action("DescribeVpcs", mutates=False)
     def describe_vpcs(ctx: CallContext, params: Params) -> dict[str, Any]:
@@ -114,24 +124,28 @@ def build(created: Callable[[], float]) -> Service:
         )
         return {"TotalCount": len(items), "SubnetSet": _page(items, params)}
 
+    def group_view(group_id: str, name: str, description: str, project: str, default: bool, created: str,
+                   tags: list[dict[str, str]]) -> dict[str, Any]:
+        return {"SecurityGroupId": group_id, "SecurityGroupName": name, "SecurityGroupDesc": description,
+                "ProjectId": project, "IsDefault": default, "CreatedTime": created, "UpdateTime": created,
+                "TagSet": tags}
+
     @service.action("DescribeSecurityGroups", mutates=False)
     def describe_security_groups(ctx: CallContext, params: Params) -> dict[str, Any]:
-        vpc = default_vpc(region_of(ctx))
-        items = [
-            {
-                "SecurityGroupId": vpc.security_group_id,
-                "SecurityGroupName": "default",
-                "SecurityGroupDesc": "System created security group",
-                "ProjectId": "0",
-                "IsDefault": True,
-                "CreatedTime": created_time(),
-                "UpdateTime": created_time(),
-                "TagSet": [],
-            }
-        ]
+        region = region_of(ctx)
+        items = [group_view(default_vpc(region).security_group_id, "default", "System created security group", "0",
+                            True, created_time(), [])]
+        items += [group_view(g.group_id, g.name, g.description, g.project_id, False, stamp(g.created_at), g.tags)
+                  for g in groups.in_region(region)]
+        filters = params.objs("Filters", max_items=10)
+        by_tag = [f for f in filters if tag_filter_values([], f.req_str("Name")) is not None]
+        for flt in by_tag:
+            wanted = set(flt.str_list("Values", max_items=5))
+            items = [i for i in items if wanted & set(tag_filter_values(i["TagSet"], flt.req_str("Name")) or [])]
+        plain = Params({**params.raw(), "Filters": [f.raw() for f in filters if f not in by_tag]})
         items = _filtered(
             items,
-            params,
+            plain,
             "SecurityGroupIds",
             "SecurityGroupId",
             {
@@ -142,5 +156,80 @@ def build(created: Callable[[], float]) -> Service:
             },
         )
         return {"TotalCount": len(items), "SecurityGroupSet": _page(items, params)}
+
+    @service.action("CreateSecurityGroup")
+    def create_security_group(ctx: CallContext, params: Params) -> dict[str, Any]:
+        region = region_of(ctx)
+        name = params.req_str("GroupName")
+        description = params.req_str("GroupDescription")
+        if not 1 <= len(name) <= 60 or len(description) > 100:
+            raise ApiError("InvalidParameterValue.TooLong",
+                           "GroupName takes 1-60 characters and GroupDescription at most 100.")
+        tags = [{"Key": t.req_str("Key"), "Value": t.str("Value", "") or ""} for t in params.objs("Tags")]
+        group = SecurityGroup(new_id("sg"), region, name, description, params.str("ProjectId", "0") or "0", tags,
+                              created(), [], [])  # a new group denies everything, both ways
+        groups.groups[group.group_id] = group
+        return {"SecurityGroup": group_view(group.group_id, name, description, group.project_id, False,
+                                            stamp(group.created_at), tags)}
+
+    def own_group(region: str, group_id: str) -> SecurityGroup:
+        if not SG_ID.fullmatch(group_id):
+            raise ApiError("InvalidSecurityGroupID.Malformed", f"`{group_id}` is not a security group id.")
+        group = groups.groups.get(group_id)
+        if group is None or group.region != region:
+            raise ApiError("InvalidSecurityGroupID.NotFound", f"The security group `{group_id}` does not exist.")
+        return group
+
+    @service.action("CreateSecurityGroupPolicies")
+    def create_security_group_policies(ctx: CallContext, params: Params) -> dict[str, Any]:
+        region = region_of(ctx)
+        group = own_group(region, params.req_str("SecurityGroupId"))
+        policy_set = params.obj("SecurityGroupPolicySet", required=True)
+        assert policy_set is not None
+        ways = {way: policy_set.objs(way) for way in ("Ingress", "Egress") if policy_set.objs(way)}
+        if len(ways) != 1:  # "一次请求中只能创建单个方向的规则"
+            raise ApiError("InvalidParameter", "One request creates rules of one direction: Ingress or Egress.")
+        [(way, given)] = ways.items()
+        rules = [_policy(region, p) for p in given]
+        target = group.ingress if way == "Ingress" else group.egress
+        index = given[0].int("PolicyIndex")
+        position = len(target) if index is None else max(0, min(index, len(target)))
+        target[position:position] = rules
+        group.version += 1
+        return {}
+
+    def _policy(region: str, given: Params) -> Policy:
+        protocol = (given.str("Protocol", "") or "").upper()
+        if protocol not in PROTOCOLS:
+            raise ApiError("InvalidParameterValue.Malformed", f"Protocol must be one of {', '.join(PROTOCOLS)}.")
+        port = given.str("Port")
+        if port is not None and protocol not in ("TCP", "UDP") and port.upper() != "ALL":
+            raise ApiError("InvalidParameter", "Port is accepted only with the TCP or UDP protocol.")
+        sources = [k for k in ("CidrBlock", "Ipv6CidrBlock", "SecurityGroupId", "AddressTemplate") if k in given]
+        if len(sources) != 1:
+            raise ApiError("InvalidParameter",
+                           "Give exactly one of CidrBlock, Ipv6CidrBlock, SecurityGroupId and AddressTemplate.")
+        group_id = given.str("SecurityGroupId")
+        if group_id is not None and group_id not in groups.ids(region):
+            raise ApiError("InvalidSecurityGroupID.NotFound", f"The security group `{group_id}` does not exist.")
+        action = (given.str("Action", "") or "").upper()
+        if action not in ("ACCEPT", "DROP"):
+            raise ApiError("InvalidParameterValue.Malformed", "Action must be ACCEPT or DROP.")
+        cidr = given.str("CidrBlock")
+        return Policy(protocol, (port or "ALL").upper() if protocol not in ("TCP", "UDP") else (port or "ALL"),
+                      cidr, group_id, action, given.str("PolicyDescription", "") or "")
+
+    @service.action("DescribeSecurityGroupPolicies", mutates=False)
+    def describe_security_group_policies(ctx: CallContext, params: Params) -> dict[str, Any]:
+        region = region_of(ctx)
+        group_id = params.req_str("SecurityGroupId")
+        rules = groups.rules(region, group_id)
+        if rules is None:
+            raise ApiError("InvalidSecurityGroupID.NotFound", f"The security group `{group_id}` does not exist.")
+        ingress, egress = rules
+        version = groups.groups[group_id].version if group_id in groups.groups else 0
+        return {"SecurityGroupPolicySet": {"Version": str(version),
+                                           "Ingress": [p.to_api(i) for i, p in enumerate(ingress)],
+                                           "Egress": [p.to_api(i) for i, p in enumerate(egress)]}}
 
     return service

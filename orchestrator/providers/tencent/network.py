@@ -1,5 +1,5 @@
 """VPC: the networks, subnets and security groups a launch names (RunInstances' VirtualPrivateCloud and
-SecurityGroupIds). Lookups only: cvmjob creates no network of its own yet.
+SecurityGroupIds), and the one security group cvmjob keeps per region for its jobs.
 
 Omitting the network from RunInstances leaves it to the account's defaults (or the legacy basic network, where a
 CAM role cannot be bound), so every launch names it (realcloud.md §1).
@@ -65,8 +65,34 @@ def security_groups(sdk: TencentSdk, ids: list[str]) -> set[str]:
     return {str(g["SecurityGroupId"]) for g in found}
 
 
-def default_security_group(sdk: TencentSdk) -> str | None:
-    """The project's default security group (what RunInstances binds when none is named); None when absent."""
-    found = list(_listed(sdk, "DescribeSecurityGroups", "SecurityGroupSet",
-                         {"Filters": [_filter("is-default", "true")]}))
-    return str(found[0]["SecurityGroupId"]) if found else None
+# The group every job of the region shares unless its spec names groups: its members admit each other on every
+# protocol and port (torchrun's rendezvous, then NCCL's own connections), and may reach anything (COS, mirrors).
+# A group created through the API denies everything both ways until rules say otherwise.
+MANAGED_GROUP = "security-group"
+_FROM_MEMBERS = {"Protocol": "ALL", "Action": "ACCEPT", "PolicyDescription": "cvmjob: the nodes of a job"}
+_ANYWHERE = {"Protocol": "ALL", "CidrBlock": "0.0.0.0/0", "Action": "ACCEPT", "PolicyDescription": "cvmjob"}
+
+
+def ensure_security_group(sdk: TencentSdk, tag_key: str) -> tuple[str, bool]:
+    """cvmjob's group of the region (tagged ``tag_key``), created with its rules if it is missing, its rules added
+    if a crash came between; and whether it was created now. Two controllers creating it at once make two
+    groups: the oldest id is used from then on."""
+    found = sorted(str(g["SecurityGroupId"]) for g in _listed(
+        sdk, "DescribeSecurityGroups", "SecurityGroupSet", {"Filters": [_filter(f"tag:{tag_key}", MANAGED_GROUP)]}))
+    created = not found
+    if created:
+        answer = sdk.call("vpc", "CreateSecurityGroup", {
+            "GroupName": "cvmjob", "GroupDescription": "cvmjob: a job's nodes admit each other; all egress",
+            "Tags": [{"Key": tag_key, "Value": MANAGED_GROUP}]})
+        found = [str(answer["SecurityGroup"]["SecurityGroupId"])]
+    group = found[0]
+    rules = sdk.call("vpc", "DescribeSecurityGroupPolicies", {"SecurityGroupId": group})["SecurityGroupPolicySet"]
+    if not any(r.get("SecurityGroupId") == group and r.get("Protocol") == "ALL" and r.get("Action") == "ACCEPT"
+               for r in rules.get("Ingress") or []):
+        sdk.call("vpc", "CreateSecurityGroupPolicies", {"SecurityGroupId": group, "SecurityGroupPolicySet": {
+            "Ingress": [{**_FROM_MEMBERS, "SecurityGroupId": group}]}})
+    if not any(r.get("CidrBlock") == "0.0.0.0/0" and r.get("Protocol") == "ALL" and r.get("Action") == "ACCEPT"
+               for r in rules.get("Egress") or []):
+        sdk.call("vpc", "CreateSecurityGroupPolicies", {"SecurityGroupId": group, "SecurityGroupPolicySet": {
+            "Egress": [_ANYWHERE]}})
+    return group, created

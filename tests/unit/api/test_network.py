@@ -34,15 +34,34 @@ def refusal(tmp_path: Path, *overrides: str) -> list[str]:
     return refused.value.problems
 
 
-def test_the_plan_names_the_default_vpc_each_zones_subnet_and_the_default_group(
+def test_the_plan_names_the_default_vpc_each_zones_subnet_and_cvmjobs_group_made_once(
         cloud: EmulatorProcess, sdk: TencentSdk, tmp_path: Path) -> None:
-    planned = api.plan(small(tmp_path)).plan.network
+    first = api.plan(small(tmp_path))
+    planned = first.plan.network
     vpc = network.default_vpc(sdk)
     assert planned is not None and planned.vpc_id == vpc and vpc is not None
     zone_subnets = {s.zone: s.subnet_id for s in network.subnets(sdk, vpc) if s.is_default}
     assert planned.subnets == {z: zone_subnets[z] for z in ("ap-guangzhou-3", "ap-guangzhou-4")}
-    assert planned.security_group_ids == [network.default_security_group(sdk)]
+    [group] = planned.security_group_ids
+    assert f"network: created the cvmjob security group {group} in ap-guangzhou (its members admit each other on " \
+           "every port; all egress)" in first.notes
+    again = api.plan(small(tmp_path))
+    assert again.plan.network == planned and not [n for n in again.notes if "security group" in n]
+    rules = sdk.call("vpc", "DescribeSecurityGroupPolicies", {"SecurityGroupId": group})["SecurityGroupPolicySet"]
+    assert [(r["Protocol"], r["SecurityGroupId"]) for r in rules["Ingress"]] == [("ALL", group)]
+    assert [(r["Protocol"], r["CidrBlock"]) for r in rules["Egress"]] == [("ALL", "0.0.0.0/0")]
     assert planned.public_bandwidth_mbps is None
+
+
+def test_a_group_made_before_a_crash_gets_its_missing_rules(cloud: EmulatorProcess, sdk: TencentSdk) -> None:
+    made = sdk.call("vpc", "CreateSecurityGroup", {"GroupName": "cvmjob", "GroupDescription": "d", "Tags": [
+        {"Key": "cvmjob:managed", "Value": network.MANAGED_GROUP}]})["SecurityGroup"]["SecurityGroupId"]
+    assert network.ensure_security_group(sdk, "cvmjob:managed") == (made, False)
+    rules = sdk.call("vpc", "DescribeSecurityGroupPolicies", {"SecurityGroupId": made})["SecurityGroupPolicySet"]
+    assert (len(rules["Ingress"]), len(rules["Egress"])) == (1, 1)
+    assert network.ensure_security_group(sdk, "cvmjob:managed") == (made, False)  # nothing added twice
+    rules = sdk.call("vpc", "DescribeSecurityGroupPolicies", {"SecurityGroupId": made})["SecurityGroupPolicySet"]
+    assert (len(rules["Ingress"]), len(rules["Egress"])) == (1, 1)
 
 
 def test_what_the_spec_names_and_the_cloud_lacks_is_one_refusal_each(
