@@ -118,6 +118,9 @@ class NodeState(str, Enum):
     GONE = "gone"  # terminated at teardown
     RELEASED = "released"  # a reserved pool member handed back to the pool
 
+    def __str__(self) -> str:  # as it is stored and shown: "running", not "NodeState.RUNNING"
+        return self.value
+
     def is_ended(self) -> bool:
         """It no longer serves its attempt."""
         return self in (NodeState.LOST, NodeState.FAILED, NodeState.GONE)

@@ -832,7 +832,7 @@ class Store:
             conn.execute(events.insert().values(job_id=job_id, at=now, kind=kind, detail=detail))
 
     def put_node(self, token: int, node: NodeRecord) -> None:
-        _crash_point(f"node:{node.state}")
+        _crash_point(f"node:{node.state.value}")
         self._put(token, node.job_id, nodes, _record_values(node))
 
     def put_image(self, token: int, image: ImageRecord) -> None:

@@ -151,13 +151,13 @@ def test_pool_claims_are_exclusive_and_idempotent(store: Store) -> None:
 
 CRASH_SCRIPT = """
 import sys
-from orchestrator.state.machine import JobState
+from orchestrator.state.machine import JobState, NodeState
 from orchestrator.providers.tencent.vocabulary import ChargeType
 from orchestrator.state.store import NodeRecord, Store
 store = Store(sys.argv[1])
 token = int(sys.argv[2])
 store.transition("job-1", token, JobState.PENDING, JobState.STAGING, "go", 101)
-store.put_node(token, NodeRecord("job-1", 1, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, "ins-1", "launched"))
+store.put_node(token, NodeRecord("job-1", 1, 0, "tok", "z", "t", ChargeType.SPOT, 1.5, "ins-1", NodeState.LAUNCHED))
 print("not killed")
 """
 
