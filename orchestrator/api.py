@@ -40,6 +40,7 @@ from .contract.tags import TAG_JOB, TAG_MANAGED, TAG_NAME, TAG_OWNER, owner
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .lifecycle.observe import read_node_doc
 from .plan.configure import settings_for
+from .plan.images import too_old
 from .plan.models import Plan
 from .plan.planner import Facts, NetworkFacts, PlanError, PublicImage, make_plan
 from .plan.settings import Settings
@@ -164,12 +165,12 @@ def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
         found = images.describe(sdk, [wanted.id]).get(wanted.id)
         if found is None:
             raise PlanError([f"image.id: {wanted.id} does not exist in {spec.region}. check the id, or use image.name"])
-        return PublicImage(found.image_id, found.name)
+        return _runs_the_agent("image.id", found)
     if wanted.name is not None:
         named = images.find_by_name(sdk, wanted.name)
         if not named:
             raise PlanError([f"image.name: no image named {wanted.name!r} in {spec.region}"])
-        return PublicImage(named[0].image_id, named[0].name)
+        return _runs_the_agent("image.name", named[0])
     assert wanted.from_job is not None  # ImageSpec holds exactly one of the three
     made = [i for i in images.find_by_tags(sdk, {TAG_NAME: wanted.from_job}) if i.state.ready]
     if not made:
@@ -177,6 +178,16 @@ def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
                          "run that job with snapshot.enabled: true first, or use image.id"])
     newest = max(made, key=lambda i: i.created() or datetime.min)
     return PublicImage(newest.image_id, newest.name)
+
+
+def _runs_the_agent(field: str, image: images.ImageView) -> PublicImage:
+    """The image, unless it is a public one whose python3 is older than the agent's (a custom image may have had a
+    newer one installed: its preflight tells)."""
+    why = too_old(image.os_name) if image.public else None
+    if why is not None:
+        raise PlanError([f"{field}: {image.name}: {why}. use Ubuntu Server 22.04 or 24.04, or an image with a newer "
+                         "python3"])
+    return PublicImage(image.image_id, image.name)
 
 
 def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:

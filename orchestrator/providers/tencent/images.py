@@ -23,6 +23,7 @@ class ImageView:
     image_type: str
     created_at: str
     tags: dict[str, str]
+    os_name: str = ""  # the operating system it holds (a custom image: its base image's)
 
     def __post_init__(self) -> None:
         # A view built by hand (a test, the fault model) may be given the wire string: the record holds a member.
@@ -37,7 +38,13 @@ class ImageView:
             image_type=item.get("ImageType", ""),
             created_at=item.get("CreatedTime") or "",
             tags={t["Key"]: t["Value"] for t in item.get("Tags") or []},
+            os_name=item.get("OsName", ""),
         )
+
+    @property
+    def public(self) -> bool:
+        """One of Tencent's public images, as it ships (a custom image may have had anything installed since)."""
+        return self.image_type == "PUBLIC_IMAGE"
 
     def created(self) -> datetime | None:
         for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d %H:%M:%S"):
