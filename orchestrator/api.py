@@ -52,6 +52,7 @@ from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
 from .spec.workload import LATEST_OF
+from .staging import agent_config
 from .staging.launch import launch_request
 from .state import jobdoc
 from .state.home import died_here, state_db, store_url
@@ -303,6 +304,9 @@ def plan(
     plan_, notes = _with_cvmjob_group(make_plan(spec, (gathered or Gathered()).facts(spec, target, sdk), fallback,
                                                 avoid), sdk, spec)
     notes += retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
+    if (mirror := agent_config.pip_index(target, plan_)) is not None:
+        notes.append(f"network: no public IP, so pip (the bootstrap's, setup's and the training's) installs from "
+                     f"Tencent's in-VPC mirror {mirror}; network.public_ip gives the instances the internet")
     if spec.checkpoints.resume_from is not None:
         jobs = store if store is not None else Store(store_url())
         source, said = retrying(lambda: _resume_source(spec, sdk, jobs), attempts=PLAN_ATTEMPTS)

@@ -21,6 +21,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from orchestrator.contract import AgentConfig, JobLayout, Outcome, Phase, Result, TrainingEnv
 from orchestrator.providers.tencent.errors import CloudError
@@ -305,7 +306,13 @@ class Attempt:
         }
         if spec.checkpoints.interval_steps is not None:
             contract[TrainingEnv.CHECKPOINT_INTERVAL] = str(spec.checkpoints.interval_steps)
-        return training_env(os.environ, {k.value: v for k, v in contract.items()}, spec.train.env, self._socket_env())
+        return training_env(os.environ, {k.value: v for k, v in contract.items()}, spec.train.env,
+                            {**self._socket_env(), **self._pip_env()})
+
+    def _pip_env(self) -> dict[str, str]:
+        """The index the controller chose for pip (Tencent's in-VPC mirror without a public IP)."""
+        index = self.cfg.pip_index
+        return {} if index is None else {"PIP_INDEX_URL": index, "PIP_TRUSTED_HOST": urlsplit(index).hostname or ""}
 
     def _socket_env(self) -> dict[str, str]:
         """The collectives' interface: the one holding the address this node publishes for the rendezvous."""

@@ -67,6 +67,9 @@ class AgentConfig(Model):
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     preemption_poll_seconds: float = 2.0
     bandwidth_gbps: float | None = None  # the instance's network, as the plan's placement has it: sizes transfers
+    # The package index pip uses in setup and training unless they name one: Tencent's in-VPC mirror for an
+    # instance without a public IP (it reaches no other); None: pip's own.
+    pip_index: str | None = None
 
 
 class Control(Model):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import shlex
+from urllib.parse import urlsplit
 
 MAX_USER_DATA = 16 * 1024  # RunInstances: UserData is base64, at most 16 KB
 
@@ -30,7 +31,7 @@ python3 -m zipfile -e agent.whl lib
 # Found, not imported: importing them all cost a second of CPU at every boot, and the agent imports them anyway.
 python3 -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' \\
     pydantic yaml qcloud_cos fastcrc aiohttp tencentcloud.cvm 2>/dev/null \\
-  || python3 -m pip install --quiet --target lib {requirements}
+  || python3 -m pip install --quiet --target lib {index}{requirements}
 PYTHONPATH="$STAGE/lib" exec python3 -m orchestrator.agent.install --stage "$STAGE" \\
   --job {job_id} --attempt {attempt} --node {node}
 """
@@ -49,9 +50,14 @@ AGENT_REQUIREMENTS = (
 )
 
 
-def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: str) -> str:
-    """The base64 UserData for one node of one attempt."""
+def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: str,
+              pip_index: str | None = None) -> str:
+    """The base64 UserData for one node of one attempt; ``pip_index``: where its pip installs from, if not pip's
+    own index (an instance without a public IP reaches only Tencent's mirror)."""
+    index = "" if pip_index is None else (f"--index-url {shlex.quote(pip_index)} "
+                                          f"--trusted-host {shlex.quote(urlsplit(pip_index).hostname or '')} ")
     script = _TEMPLATE.format(
+        index=index,
         job_id=job_id,
         attempt=attempt,
         node=node,

@@ -16,6 +16,7 @@ from ...providers.tencent.errors import (
 )
 from ...providers.tencent.retry import retrying
 from ...providers.tencent.vocabulary import ChargeType
+from ...staging import agent_config
 from ...staging.bootstrap import user_data
 from ...staging.launch import launch_request, node_name, node_tags
 from ...state.machine import NodeState
@@ -40,6 +41,7 @@ class Instances(ExecutorBase):
             # Ensured here too: a job staged by an earlier release has its wheel elsewhere.
             wheel_url=self.state.presigned_get_url(self._agent_wheel(), seconds),
             config_url=self.state.presigned_get_url(self.layout.agent_config(node.attempt, node.node), seconds),
+            pip_index=agent_config.pip_index(self.target, self.plan),
         )
         return launch_request(
             self.spec, node, self.plan.image_id,

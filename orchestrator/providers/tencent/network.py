@@ -14,6 +14,9 @@ from typing import Any
 from ._sdk import TencentSdk
 
 _PAGE = 100
+# Tencent's software mirror, reached from inside a VPC without a public IP ("Private network access address:
+# http://mirrors.tencentyun.com/"; realcloud.md §2.1).
+PIP_MIRROR = "http://mirrors.tencentyun.com/pypi/simple"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The collectives' interface: the one that holds the node's address, unless the image or the job named one."""
+"""The agent's defaults for the training's environment: the collectives' interface (the one that holds the node's
+address) and pip's index, unless the image or the job named them."""
 
 from __future__ import annotations
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+
 from orchestrator.contract import Location, ResumeSource, TemporaryKeys
 from orchestrator.plan.models import Placement
 from orchestrator.providers.tencent.sts import Grant
 from orchestrator.providers.tencent.vocabulary import ChargeType
-from orchestrator.staging.agent_config import agent_configs, federation_name, grants, locations
+from orchestrator.staging.agent_config import agent_configs, federation_name, grants, locations, pip_index
+from orchestrator.staging.bootstrap import user_data
+from orchestrator.target import Target
 from tests.records import TARGET, plan, spec
 
 STATE = "cvmjob-state-1250000000"
@@ -53,3 +57,17 @@ def test_every_node_gets_its_config_with_the_keys_or_the_role() -> None:
     [role] = agent_configs("job-1", spec(credentials="role:trainer"), plan(state_bucket=STATE), TARGET, 1,
                            PLACEMENT, None, None)
     assert (role.cos.mode, role.cos.role_name, role.keys, role.credentials_url) == ("role", "trainer", None, None)
+
+
+def test_an_instance_of_tencent_cloud_without_a_public_ip_installs_from_the_in_vpc_mirror() -> None:
+    on_tencent = Target(kind="tencent", region="ap-guangzhou", appid="1250000000")
+    private = plan(network={"vpc_id": "vpc-00000001"})
+    public = plan(network={"vpc_id": "vpc-00000001", "public_bandwidth_mbps": 10})
+    assert pip_index(on_tencent, private) == "http://mirrors.tencentyun.com/pypi/simple"
+    assert pip_index(on_tencent, public) is None  # pip's own index is reachable
+    assert pip_index(TARGET, private) is None  # the emulator's instances run on this machine
+    [config] = agent_configs("job-1", spec(), private, on_tencent, 1, PLACEMENT, None, None)
+    assert config.pip_index == "http://mirrors.tencentyun.com/pypi/simple"
+    script = base64.b64decode(user_data("job-1", 1, 0, "https://w", "https://c", config.pip_index)).decode()
+    assert "pip install --quiet --target lib --index-url http://mirrors.tencentyun.com/pypi/simple " \
+           "--trusted-host mirrors.tencentyun.com " in script
