@@ -130,14 +130,21 @@ ZONES_BY_NAME = {z.name: z for z in ZONES}
 # Stock per zone x type x charge type when nothing else is configured. GPU capacity is scarce; spot scarcer.
 DEFAULT_STOCK = {"POSTPAID_BY_HOUR": 20, "PREPAID": 20, "SPOTPAID": 10}
 
-# Public images. Ids follow the real format (img- + 8 lowercase letters or digits).
+# Public images, by their real ids (the same in every region; realcloud.md §3.1: a third-party image-build README
+# verified in the console, img-eb30mz89 in Tencent's public image changelog).
 PUBLIC_IMAGES: tuple[dict[str, str], ...] = (
     {"ImageId": "img-487zeit5", "ImageName": "Ubuntu Server 22.04 LTS 64bit", "OsName": "Ubuntu Server 22.04 LTS 64bit",
      "Platform": "Ubuntu"},
-    {"ImageId": "img-9qrfy1xt", "ImageName": "Ubuntu Server 20.04 LTS 64bit", "OsName": "Ubuntu Server 20.04 LTS 64bit",
+    {"ImageId": "img-mmytdhbn", "ImageName": "Ubuntu Server 24.04 LTS 64bit", "OsName": "Ubuntu Server 24.04 LTS 64bit",
      "Platform": "Ubuntu"},
-    {"ImageId": "img-l8og963d", "ImageName": "TencentOS Server 3.1 (TK4)", "OsName": "TencentOS Server 3.1 (TK4)",
+    {"ImageId": "img-22trbn9x", "ImageName": "Ubuntu Server 20.04 LTS 64bit", "OsName": "Ubuntu Server 20.04 LTS 64bit",
+     "Platform": "Ubuntu"},
+    {"ImageId": "img-eb30mz89", "ImageName": "TencentOS Server 3.1 (TK4)", "OsName": "TencentOS Server 3.1 (TK4)",
      "Platform": "TencentOS"},
+    {"ImageId": "img-9qrfy1xt", "ImageName": "TencentOS Server 4 for x86_64", "OsName": "TencentOS Server 4 for x86_64",
+     "Platform": "TencentOS"},
+    # Not a real public image: no public image carries the Tesla driver (realcloud.md §3.1). It stands in for a
+    # baked base image until the driver is installed at boot (issue 29).
     {"ImageId": "img-gpu5352x", "ImageName": "Ubuntu 22.04 GPU Driver 535 CUDA 12.2 cuDNN 8.9",
      "OsName": "Ubuntu Server 22.04 LTS 64bit", "Platform": "Ubuntu"},
 )

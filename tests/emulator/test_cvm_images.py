@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.emulator.catalog import PUBLIC_IMAGES
 from tests.emulator.cvm_support import (
     IMAGE,
     admin_instance,
@@ -98,7 +99,7 @@ def test_describe_and_delete_images(emulator: EmulatorProcess, cvm: Any) -> None
     emulator.admin.advance(1)
     wait_for(lambda: image_state(cvm, second) == "NORMAL", what="the second image")
     everything = call(cvm, "DescribeImages", {"Limit": 100})
-    assert everything.TotalCount == len(everything.ImageSet) == 6  # 4 public + 2 private
+    assert everything.TotalCount == len(everything.ImageSet) == len(PUBLIC_IMAGES) + 2  # and the 2 private
     assert IMAGE in {i.ImageId for i in everything.ImageSet}
 
     def ids(name: str, *values: str) -> set[str]:

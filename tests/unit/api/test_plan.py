@@ -86,7 +86,7 @@ def test_an_image_the_cloud_does_not_have_is_refused_by_the_field_that_names_it(
 def test_a_public_image_whose_python_is_older_than_the_agents_is_refused(cloud: EmulatorProcess,
                                                                        tmp_path: Path) -> None:
     spec = small(tmp_path)
-    assert refused(spec, ["image.id=img-9qrfy1xt"], cloud) == [
+    assert refused(spec, ["image.id=img-22trbn9x"], cloud) == [
         "image.id: Ubuntu Server 20.04 LTS 64bit: Ubuntu Server 20.04 LTS 64bit ships Python 3.8; the agent needs "
         "3.10 or later. use Ubuntu Server 22.04 or 24.04, or an image with a newer python3"]
     assert refused(spec, ["image.name=TencentOS Server 3.1 (TK4)"], cloud)[0].startswith(
