@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..contract.tags import TAG_OWNER, TAG_POOL, owner
+from ..contract.tags import TAG_MANAGED, TAG_OWNER, TAG_POOL, owner
 from ..errors import EXIT_CLOUD_ERROR, CvmjobError
-from ..plan.models import Placement
+from ..plan.models import Placement, PlannedNetwork
 from ..plan.planner import PublicImage, default_image
-from ..providers.tencent import TencentSdk, compute, images
+from ..providers.tencent import TencentSdk, compute, images, network
 from ..providers.tencent.errors import CloudError
 from ..providers.tencent.vocabulary import ChargeType, InstanceState
 from ..staging.launch import launch_request
@@ -66,6 +66,17 @@ def sync(pools: PoolStore, sdk: TencentSdk, pool: str | None, now: float) -> lis
     ]
 
 
+def _pool_network(sdk: TencentSdk, zone: str) -> PlannedNetwork:
+    """Members sit where the region's jobs do: the default VPC's subnet in ``zone``, cvmjob's security group (a
+    job re-images a member and keeps its network)."""
+    vpc = network.default_vpc(sdk)
+    subnet = next((s for s in network.subnets(sdk, vpc) if s.zone == zone and s.is_default), None) if vpc else None
+    if vpc is None or subnet is None:
+        raise PoolError(f"{zone} has no default subnet in this account: create the region's default VPC first")
+    group, _ = network.ensure_security_group(sdk, TAG_MANAGED)
+    return PlannedNetwork(vpc_id=vpc, subnets={zone: subnet.subnet_id}, security_group_ids=[group])
+
+
 def grow(
     pools: PoolStore,
     sdk: TencentSdk,
@@ -93,6 +104,7 @@ def grow(
         prepaid_months=months,
         prepaid_renew=auto_renew,
         count=count,
+        network=_pool_network(sdk, zone),
     )
     price = compute.inquiry_price(sdk, request)  # of all ``count`` for the whole period, paid at purchase
     need = None if price.upfront is None else funds.Need(price.upfront, f"{months} month(s), paid at purchase",

@@ -13,7 +13,7 @@ from orchestrator import api
 from orchestrator.billing import funds
 from orchestrator.billing import pool as pools
 from orchestrator.errors import EXIT_CLOUD_ERROR
-from orchestrator.providers.tencent import StaticCredential, TencentSdk
+from orchestrator.providers.tencent import StaticCredential, TencentSdk, network
 from orchestrator.providers.tencent.billing import AccountBalance, account_balance
 from orchestrator.state.store import PoolStore, Store
 from tests.emulator_process import EmulatorProcess
@@ -106,3 +106,16 @@ def test_a_prepaid_purchase_for_the_pool_counts_too(emulator: EmulatorProcess, s
                                                       r"paid at purchase\) needs ¥15,016.32, .* or buy fewer"):
         pools.grow(PoolStore(store), sdk, "p", "ap-guangzhou-3", "GN7.2XLARGE32", "img-487zeit5", 2, 2, False)
     assert emulator.admin.calls(action="RunInstances") == [] and PoolStore(store).members() == []
+
+
+def test_a_pool_member_is_bought_into_the_default_subnet_and_cvmjobs_group(emulator: EmulatorProcess, sdk: TencentSdk,
+                                                                          tmp_path: Path) -> None:
+    store = Store(tmp_path / "state.db")
+    [member] = pools.grow(PoolStore(store), sdk, "p", "ap-guangzhou-3", "S5.MEDIUM4", "img-487zeit5", 1, 1, False,
+                          wait_seconds=60)
+    described = sdk.call("cvm", "DescribeInstances", {"InstanceIds": [member]})["InstanceSet"][0]
+    vpc = network.default_vpc(sdk)
+    subnet = next(s.subnet_id for s in network.subnets(sdk, str(vpc)) if s.zone == "ap-guangzhou-3" and s.is_default)
+    assert described["VirtualPrivateCloud"]["SubnetId"] == subnet
+    assert described["SecurityGroupIds"] == [network.ensure_security_group(sdk, "cvmjob:managed")[0]]
+    store.close()
