@@ -31,9 +31,10 @@ pytestmark = pytest.mark.e2e
 WORKFLOW = REPO / ".github" / "workflows" / "retrain.yml"
 SPEC = "jobs/quickstart/job.yaml"
 INSTALL, RETRAIN = "Install cvmjob", "Retrain if the inputs changed"
-# What the CI role's keys may do here: what a run calls, CVM and COS (AssumeRoleWithWebIdentity is unsigned).
-CI_ROLE_POLICY = {"version": "2.0",
-                  "statement": [{"effect": "allow", "action": ["name/cvm:*", "name/cos:*"], "resource": ["*"]}]}
+# What the CI role's keys may do here: what a run calls, CVM, COS and the VPC's network (AssumeRoleWithWebIdentity
+# is unsigned).
+CI_ROLE_POLICY = {"version": "2.0", "statement": [
+    {"effect": "allow", "action": ["name/cvm:*", "name/cos:*", "name/vpc:*"], "resource": ["*"]}]}
 INSTANCE_ROLE = "cvmjob-instance"
 UNREACHABLE_GATE = "val_loss<=0.0001"
 GATE = re.compile(r'--gate "([^"]+)"')

@@ -15,7 +15,7 @@ from orchestrator.lifecycle.observe import look, observe, observe_agents
 from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState
-from orchestrator.state.machine import JobState
+from orchestrator.state.machine import JobState, NodeState
 from orchestrator.state.store import JobRecord, NodeRecord, Store
 from tests.emulator_process import EmulatorProcess
 from tests.records import new_job
@@ -45,7 +45,7 @@ class Job:
     def record(self, attempt: int, node: int, instance_id: str | None) -> None:
         self.store.put_node(self.token, NodeRecord(self.job_id, attempt, node, f"tok-{attempt}-{node}", ZONE, SMALL,
                                                    ChargeType.ON_DEMAND, 0.1, instance_id,
-                                                   "launched" if instance_id else "intent"))
+                                                   NodeState.LAUNCHED if instance_id else NodeState.INTENT))
 
     def observe(self) -> Observation:
         return observe(self.job(), self.store.nodes(self.job_id), self.sdk, self.state, now=1000.0)

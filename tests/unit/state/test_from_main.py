@@ -24,6 +24,7 @@ import pytest
 
 from orchestrator.contract import JobDoc, RunLabels
 from orchestrator.plan.settings import Settings
+from orchestrator.spec.network import NetworkSpec
 from orchestrator.state import jobdoc
 from orchestrator.state.machine import JobState
 from orchestrator.state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases, job_to_json
@@ -72,12 +73,21 @@ def store(db: Path) -> Iterator[Store]:
     opened.close()
 
 
+# Fields the documents gained since 9215efb, as an old document reads: each its default, nothing else differs.
+ADDED = {"spec": {"network": NetworkSpec().model_dump(mode="json")}, "plan": {"network": None}}
+
+
+def as_read_now(old_job: dict[str, Any]) -> dict[str, Any]:
+    """An old job's record as this release reads it: the old documents with the fields added since, defaulted."""
+    return {**old_job, **{name: {**old_job[name], **added} for name, added in ADDED.items()}}
+
+
 def assert_reads_as_old(job: JobRecord, old: dict[str, Any]) -> None:
     """Every field of ``job`` is what the old release read: its documents through their models' JSON."""
     fields = {("cloud" if f.name == "target" else f.name) for f in dataclasses.fields(JobRecord)}
     assert fields == set(old), "JobRecord's fields are not the old record's"
-    assert job.spec.model_dump(mode="json") == old["spec"]
-    assert job.plan.model_dump(mode="json") == old["plan"]
+    assert job.spec.model_dump(mode="json") == as_read_now(old)["spec"]
+    assert job.plan.model_dump(mode="json") == as_read_now(old)["plan"]
     assert job.target.to_json() == old["cloud"]
     # A store older than settings and labels holds '{}': read as the defaults, as the old release did.
     assert dataclasses.asdict(job.settings) == (old["settings"] or dataclasses.asdict(Settings()))
@@ -149,8 +159,8 @@ def test_every_old_job_document_reads_back_unchanged_and_round_trips(store: Stor
     assert set(again) == set(document)
     assert set(again["job"]) == set(document["job"])
     legacy = {"settings": dataclasses.asdict(Settings()), "labels": RunLabels().model_dump(mode="json")}
-    assert again == {**document, "job": {**document["job"], **{k: legacy[k] for k in legacy
-                                                                if not document["job"][k]}}}
+    assert again == {**document, "job": {**as_read_now(document["job"]), **{k: legacy[k] for k in legacy
+                                                                             if not document["job"][k]}}}
     assert json.loads(json.dumps(again)) == again
     assert jobdoc.records(JobDoc.model_validate(again)) == (job, nodes, events)
     assert job_to_json(job) == again["job"]
