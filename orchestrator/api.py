@@ -105,7 +105,8 @@ def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
     offerings = compute.offerings(sdk, zones, None, charge) if zones else []
     if charge != ChargeType.ON_DEMAND and zones:
         offerings += compute.offerings(sdk, zones, None, ChargeType.ON_DEMAND)
-    public_images = [PublicImage(i.image_id, i.name) for i in images.public(sdk)]
+    # Those whose python3 runs the agent: the planner's default never boots one that would fail its bootstrap.
+    public_images = [PublicImage(i.image_id, i.name) for i in images.public(sdk) if too_old(i.os_name) is None]
     return Facts(
         region=spec.region,
         zones=zones,

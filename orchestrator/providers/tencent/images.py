@@ -24,6 +24,9 @@ class ImageView:
     created_at: str
     tags: dict[str, str]
     os_name: str = ""  # the operating system it holds (a custom image: its base image's)
+    architecture: str = "x86_64"
+    cloud_init: bool = True  # IsSupportCloudinit: the UserData runs at its first boot
+    deprecated: bool = False
 
     def __post_init__(self) -> None:
         # A view built by hand (a test, the fault model) may be given the wire string: the record holds a member.
@@ -39,7 +42,15 @@ class ImageView:
             created_at=item.get("CreatedTime") or "",
             tags={t["Key"]: t["Value"] for t in item.get("Tags") or []},
             os_name=item.get("OsName", ""),
+            architecture=item.get("Architecture") or "x86_64",
+            cloud_init=bool(item.get("IsSupportCloudinit", True)),
+            deprecated=bool(item.get("ImageDeprecated", False)),
         )
+
+    @property
+    def boots_a_job(self) -> bool:
+        """An x86_64 image with cloud-init (the bootstrap is UserData), not deprecated."""
+        return self.architecture == "x86_64" and self.cloud_init and not self.deprecated
 
     @property
     def public(self) -> bool:
@@ -92,9 +103,9 @@ def find_by_name(sdk: TencentSdk, name: str) -> list[ImageView]:
 
 
 def public(sdk: TencentSdk) -> list[ImageView]:
-    """Every public image of the region (Tencent's own OS images: what a plan picks from when the spec names
-    none)."""
-    return _described(sdk, {"Filters": [_PUBLIC]})
+    """The public images of the region a job can boot: Tencent's own OS images for x86_64 types, with cloud-init
+    (the bootstrap is UserData), not deprecated: what a plan picks from when the spec names none."""
+    return [i for i in _described(sdk, {"Filters": [_PUBLIC]}) if i.boots_a_job]
 
 
 def delete(sdk: TencentSdk, image_ids: list[str]) -> None:

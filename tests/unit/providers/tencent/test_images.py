@@ -46,3 +46,14 @@ def test_public_on_the_emulator_lists_only_public_images(emulator: EmulatorProce
     assert "img-487zeit5" in {i.image_id for i in found}  # the emulator's Ubuntu image (tests/emulator/cvm_support)
     assert {i.image_type for i in found} == {"PUBLIC_IMAGE"}
     assert all(isinstance(i.state, ImageState) for i in found)
+
+
+def test_only_an_x86_64_image_with_cloud_init_that_is_not_deprecated_boots_a_job() -> None:
+    item = {"ImageId": "img-487zeit5", "ImageName": "Ubuntu Server 22.04 LTS 64bit", "ImageState": "NORMAL",
+            "ImageType": "PUBLIC_IMAGE", "OsName": "Ubuntu Server 22.04 LTS 64bit", "Architecture": "x86_64",
+            "IsSupportCloudinit": True, "ImageDeprecated": False}
+    image = ImageView.from_api(item)
+    assert image.boots_a_job and image.public and image.os_name == "Ubuntu Server 22.04 LTS 64bit"
+    for changed in ({"Architecture": "arm"}, {"IsSupportCloudinit": False}, {"ImageDeprecated": True}):
+        assert not ImageView.from_api({**item, **changed}).boots_a_job
+    assert not ImageView.from_api({**item, "ImageType": "PRIVATE_IMAGE"}).public
