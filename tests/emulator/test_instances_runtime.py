@@ -93,8 +93,11 @@ def test_user_data_runs_with_the_documented_environment(emulator: EmulatorProces
 def test_terminate_kills_the_process_group_and_deletes_the_sandbox(emulator: EmulatorProcess, cvm: Any) -> None:
     instance_id = run_one(cvm, UserData=user_data(HELLO))
     boot(emulator, cvm, instance_id)
+    home = Path(admin_instance(emulator, instance_id)["home"])
+    sleeper = Path("/proc") / wait_file(home / "sleep.pid").strip()
+    # Looked at once its processes are known to run: a look taken before (a loaded machine starts the UserData
+    # late) saw none yet.
     info = admin_instance(emulator, instance_id)
-    sleeper = Path("/proc") / wait_file(Path(info["home"]) / "sleep.pid").strip()
     assert sleeper.exists() and info["alive"] and info["pgid"]
     # A sampler of states asks for no processes: the same instance, its processes unknown rather than dead.
     (light,) = [i for i in emulator.admin.instances(processes=False) if i["instance_id"] == instance_id]
