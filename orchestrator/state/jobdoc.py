@@ -18,7 +18,7 @@ from ..contract import JobDoc, JobLayout
 from ..providers.tencent.errors import CloudError, NotFoundError
 from ..providers.tencent.retry import retrying
 from ..providers.tencent.storage import ObjectStore
-from .store import Event, JobRecord, NodeRecord, job_from_json, job_to_json
+from .store import STORED_AS, Event, JobRecord, NodeRecord, job_from_json, job_to_json
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def document(job: JobRecord, nodes: list[NodeRecord], events: list[Event]) -> Jo
 
 
 def records(doc: JobDoc) -> tuple[JobRecord, list[NodeRecord], list[Event]]:
-    _known(JobRecord, doc.job, renamed={"target": "cloud"})
+    _known(JobRecord, doc.job, renamed=STORED_AS)
     return (job_from_json(doc.job), [_decode(NodeRecord, n) for n in doc.nodes],
             [_decode(Event, e) for e in doc.events])
 

@@ -275,17 +275,20 @@ _WRITE = "cvmjob_write"  # execution option: this connection's transaction write
 _JOB_RECORD = TypeAdapter(JobRecord)
 
 
+STORED_AS = {"target": "cloud"}  # JobRecord's fields whose stored form (a column, job.json's key) is named otherwise
+
+
 def job_from_json(data: Mapping[str, Any]) -> JobRecord:
     """A job's record from its stored form (a row's columns, JSON documents parsed; a job.json's ``job``): every
     field checked, the documents decoded into their models. The stored form names the target "cloud"."""
-    return _JOB_RECORD.validate_python({("target" if k == "cloud" else k): v for k, v in data.items()})
+    field_of = {stored: name for name, stored in STORED_AS.items()}
+    return _JOB_RECORD.validate_python({field_of.get(k, k): v for k, v in data.items()})
 
 
 def job_to_json(job: JobRecord) -> dict[str, Any]:
     """The stored form of ``job``: what ``job_from_json`` reads back."""
     data: dict[str, Any] = _JOB_RECORD.dump_python(job, mode="json")
-    data["cloud"] = data.pop("target")
-    return data
+    return {STORED_AS.get(k, k): v for k, v in data.items()}
 
 
 _TARGET, _SETTINGS = TypeAdapter(Target), TypeAdapter(Settings)

@@ -66,11 +66,6 @@ class Policy:
                 "SecurityGroupId": self.group or "", "Action": self.action, "PolicyDescription": self.description,
                 "Ipv6CidrBlock": "", "ModifyTime": ""}
 
-    def admits(self, group_ids: set[str]) -> bool:
-        """It accepts every protocol and port from members of one of ``group_ids`` (or from any address)."""
-        everything = self.protocol == "ALL" or (self.protocol == "TCP" and self.port in ("ALL", "1-65535"))
-        from_them = self.group in group_ids or self.cidr == "0.0.0.0/0"
-        return self.action == "ACCEPT" and everything and from_them
 
 
 @dataclass

@@ -216,8 +216,8 @@ def build(created_at: Callable[[], float], groups: SecurityGroups, now: Callable
         if action not in ("ACCEPT", "DROP"):
             raise ApiError("InvalidParameterValue.Malformed", "Action must be ACCEPT or DROP.")
         cidr = given.str("CidrBlock")
-        return Policy(protocol, (port or "ALL").upper() if protocol not in ("TCP", "UDP") else (port or "ALL"),
-                      cidr, group_id, action, given.str("PolicyDescription", "") or "")
+        port = port if port is not None and protocol in ("TCP", "UDP") else "ALL"  # other protocols: ALL or none
+        return Policy(protocol, port, cidr, group_id, action, given.str("PolicyDescription", "") or "")
 
     @service.action("DescribeSecurityGroupPolicies", mutates=False)
     def describe_security_group_policies(ctx: CallContext, params: Params) -> dict[str, Any]:
