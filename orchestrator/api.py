@@ -52,7 +52,7 @@ from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
 from .spec.workload import LATEST_OF
-from .staging import agent_config
+from .staging import bootstrap
 from .staging.launch import launch_request
 from .state import jobdoc
 from .state.home import died_here, state_db, store_url
@@ -106,7 +106,8 @@ def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
     if charge != ChargeType.ON_DEMAND and zones:
         offerings += compute.offerings(sdk, zones, None, ChargeType.ON_DEMAND)
     # Those whose python3 runs the agent: the planner's default never boots one that would fail its bootstrap.
-    public_images = [PublicImage(i.image_id, i.name) for i in images.public(sdk) if too_old(i.os_name) is None]
+    public_images = [PublicImage(i.image_id, i.name, public=True) for i in images.public(sdk)
+                     if too_old(i.os_name) is None]
     return Facts(
         region=spec.region,
         zones=zones,
@@ -173,13 +174,14 @@ def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
         if not named:
             raise PlanError([f"image.name: no image named {wanted.name!r} in {spec.region}"])
         return _runs_the_agent("image.name", named[0])
-    assert wanted.from_job is not None  # ImageSpec holds exactly one of the three
+    if wanted.from_job is None:  # only the driver said: the planner picks the image
+        return None
     made = [i for i in images.find_by_tags(sdk, {TAG_NAME: wanted.from_job}) if i.state.ready]
     if not made:
         raise PlanError([f"image.from_job: no ready image made by a job named {wanted.from_job!r} in {spec.region}. "
                          "run that job with snapshot.enabled: true first, or use image.id"])
     newest = max(made, key=lambda i: i.created() or datetime.min)
-    return PublicImage(newest.image_id, newest.name)
+    return PublicImage(newest.image_id, newest.name, public=False)
 
 
 def _runs_the_agent(field: str, image: images.ImageView) -> PublicImage:
@@ -189,7 +191,7 @@ def _runs_the_agent(field: str, image: images.ImageView) -> PublicImage:
     if why is not None:
         raise PlanError([f"{field}: {image.name}: {why}. use Ubuntu Server 22.04 or 24.04, or an image with a newer "
                          "python3"])
-    return PublicImage(image.image_id, image.name)
+    return PublicImage(image.image_id, image.name, public=image.public)
 
 
 def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:
@@ -305,9 +307,13 @@ def plan(
     plan_, notes = _with_cvmjob_group(make_plan(spec, (gathered or Gathered()).facts(spec, target, sdk), fallback,
                                                 avoid), sdk, spec)
     notes += retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
-    if (mirror := agent_config.pip_index(target, plan_)) is not None:
+    if (mirror := bootstrap.pip_index(plan_)) is not None:
         notes.append(f"network: no public IP, so pip (the bootstrap's, setup's and the training's) installs from "
                      f"Tencent's in-VPC mirror {mirror}; network.public_ip gives the instances the internet")
+    if plan_.gpu_driver is not None:
+        notes.append(f"image: {plan_.image_name} has no GPU driver: the {plan_.gpu_driver.label()} installs at boot "
+                     f"(Tencent's auto-install, about 10 minutes of the {spec.limits.bootstrap_timeout // 60:g}-minute "
+                     "limits.bootstrap_timeout); a snapshot of the job keeps it, and image.from_job skips the install")
     if spec.checkpoints.resume_from is not None:
         jobs = store if store is not None else Store(store_url())
         source, said = retrying(lambda: _resume_source(spec, sdk, jobs), attempts=PLAN_ATTEMPTS)
@@ -325,9 +331,10 @@ def plan(
     first_hour = None if primary.price_per_hour is None else primary.price_per_hour * plan_.nnodes
     need = funds.job_need(plan_.estimated_cost, spec.limits.max_cost, first_hour, plan_.expected_hours)
     funds.ensure(sdk, f"job {spec.name} on {plan_.nnodes} × {primary.label()}", need, notes.append)
-    # The job's own request (its disks, role, tags and price cap), less what only a launch has (UserData, a timer).
+    # The job's own request (its disks, role, network, tags, price cap and UserData), less its timer.
     probe = launch_request(spec, primary, plan_.image_id, client_token="cvmjob-plan-dry-run",
-                           name=f"cvmjob-{spec.name}", tags={}, network=plan_.network)
+                           name=f"cvmjob-{spec.name}", tags={}, network=plan_.network,
+                           user_data_b64=bootstrap.for_dry_run(plan_, primary.instance_type))
     if primary.charge_type == ChargeType.RESERVED:
         notes.append(_pool_note(spec, plan_, sdk))
         return PlanReport(spec, spec_path, target, plan_, settings, notes)

@@ -30,6 +30,7 @@ from orchestrator.spec.models import JobSpec
 from . import gpus, nic, nvme, rendezvous
 from .cloud import Stores
 from .control import ControlWatcher
+from .driver import wait_for_driver
 from .errors import AgentTerminated, AttemptEnded
 from .heartbeat import Heartbeat
 from .launch import CommandError, Topology, shell_line, training_env
@@ -187,7 +188,10 @@ class Attempt:
         folders = Folders(nvme.data_root(self.cfg.job_id), self.paths.inside_workdir(spec.checkpoints.dir),
                           self.paths.inside_workdir(spec.outputs.dir))
         prepare_workdir(self.paths, self.state, self.cfg.workdir_archive_key)
-        run_setup(spec.setup, self.paths.workdir, self._env(spec, folders, ""), self.paths.run_log, self.stop)
+        if self.cfg.gpu_driver is not None:
+            wait_for_driver(self.cfg.gpu_driver, float(spec.limits.bootstrap_timeout), self.board, self.stop)
+        run_setup(spec.setup, self.paths.workdir, self._env(spec, folders, ""), self.paths.run_log, self.stop,
+                  mirror=self.cfg.pip_index)
         self.stop.check()
 
         self.board.set_phase(Phase.PREFLIGHT)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,11 @@ class GpuProbeError(Exception):
 
 def _nvidia_smi(*args: str) -> str | None:
     """nvidia-smi's output; None when it is not installed."""
-    if shutil.which("nvidia-smi") is None:
+    program = host.current().program("nvidia-smi")
+    if program is None:
         return None
     try:
-        done = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30, check=False)
+        done = subprocess.run([program, *args], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         raise GpuProbeError(f"nvidia-smi failed: {exc}") from exc
     if done.returncode != 0:
@@ -78,6 +78,15 @@ def installed_gpu_count(devices: Path = PCI_DEVICES) -> int:
         if vendor == _NVIDIA_VENDOR and device_class.startswith(_DISPLAY_CLASS):
             count += 1
     return count
+
+
+def driver_answers() -> bool:
+    """Whether the NVIDIA driver is installed and loaded: nvidia-smi lists the GPUs (during an install the program
+    may exist before its kernel module answers)."""
+    try:
+        return _nvidia_smi("-L") is not None
+    except GpuProbeError:
+        return False
 
 
 def driver_version() -> tuple[int, ...] | None:

@@ -10,6 +10,7 @@ the rest of the agent asks here and never knows which of the two it runs on.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,15 @@ class Host:
     """The GPUs the instance got, when the host lists them (empty: none); None: ask nvidia-smi."""
     loopback_only: bool
     """Instances reach each other only on 127.0.0.1 (they share one machine's network)."""
+
+    def program(self, name: str) -> str | None:
+        """Where the instance has program ``name`` installed (one the image or the node's own installs put there,
+        as the NVIDIA driver's nvidia-smi): PATH on Tencent Cloud, the usual folders under "/" on an emulated
+        instance, whose PATH is the machine's."""
+        if self.root == Path("/"):
+            return shutil.which(name)
+        folders = ("usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin")
+        return shutil.which(name, path=os.pathsep.join(str(self.root / f) for f in folders))
 
 
 def current() -> Host:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import re
 import shutil
 import tarfile
 from collections.abc import Mapping, Sequence
@@ -81,12 +82,38 @@ def prepare_workdir(paths: NodePaths, store: ObjectStore, archive_key: str | Non
     log.info("workdir extracted into %s", paths.workdir)
 
 
-def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], log_path: Path, stop: StopSignal) -> None:
+def run_setup(commands: Sequence[str], cwd: Path, env: Mapping[str, str], log_path: Path, stop: StopSignal,
+              mirror: str | None = None) -> None:
+    """``mirror``: the only package index the instance reaches (it has no public IP), named when a command failed
+    for want of the network."""
     for number, command in enumerate(commands, 1):
         log.info("setup %d/%d: %s", number, len(commands), command)
+        start = log_path.stat().st_size if log_path.exists() else 0
         code = run_to_end(["bash", "-c", command], cwd, env, log_path, stop)
         if code is None:
             stop.check()
         if code != 0:
-            raise AttemptEnded(Outcome.SETUP_FAILED, f"setup command {number} ({command!r}) exited with {code}",
-                               exit_code=code)
+            why = f"setup command {number} ({command!r}) exited with {code}"
+            if mirror is not None and _unreachable(log_path, start):
+                why += (f": it could not reach the network, and this instance has no public IP, so it reaches only "
+                        f"Tencent's mirror {mirror} (pip uses it unless told another index) and same-region COS. "
+                        "install from the mirror, or give the instances network.public_ip")
+            raise AttemptEnded(Outcome.SETUP_FAILED, why, exit_code=code)
+
+
+# What pip, curl, wget and git print when a host cannot be reached (directly or through a proxy).
+_UNREACHABLE = re.compile(r"ProxyError|Tunnel connection failed|Failed to establish a new connection|Network is "
+                          r"unreachable|Temporary failure in name resolution|Could not resolve host|Connection "
+                          r"refused|Connection timed out|Could not fetch URL|unable to access|Unable to establish")
+
+
+def _unreachable(log_path: Path, start: int) -> bool:
+    """Whether the output a command appended to the log (from ``start``, its last 64 KiB) says a host was out of
+    reach."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(start, log_path.stat().st_size - 65536))
+            said = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return _UNREACHABLE.search(said) is not None

@@ -130,7 +130,7 @@ def _default_image(sdk: TencentSdk, zone: str, instance_type: str) -> str:
     offers = compute.offerings(sdk, [zone], [instance_type], ChargeType.RESERVED)
     if not offers:
         raise PoolError(f"{instance_type} is not sold prepaid in {zone}: check --type and --zone")
-    image = default_image([PublicImage(i.image_id, i.name) for i in images.public(sdk)], offers[0].gpu_count)
+    image = default_image([PublicImage(i.image_id, i.name) for i in images.public(sdk)])
     if image is None:
         raise PoolError(f"no public image in {sdk.region} to boot the pool with: pass --image")
     return image.image_id

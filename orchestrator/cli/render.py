@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..api import AgentView, PlanReport
 from ..ci.fingerprint import digest
-from ..contract import LOW_UTILISATION, FingerprintEntry, GpuUse, Location, Status
+from ..contract import ENDED_PHASES, LOW_UTILISATION, FingerprintEntry, GpuUse, Location, Status
 from ..lifecycle.observation import Observation
 from ..plan import sizing
 from ..providers.tencent.vocabulary import ChargeType
@@ -234,6 +234,7 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         s = view.status
         console.print(
             f"agent: {s.phase.value}"
+            + (f" ({escape(s.message)})" if s.message and s.phase not in ENDED_PHASES else "")
             + (f", step {s.step}" if s.step is not None else "")
             + (f", loss {s.loss:.4f}" if s.loss is not None else "")
         )
@@ -327,7 +328,8 @@ class Progress:
         status = observation.nodes[0].status
         if status is None:
             return
-        parts = [f"{status.phase.value}"]
+        said = status.message if status.message and status.phase not in ENDED_PHASES else ""
+        parts = [status.phase.value + (f" ({escape(said)})" if said else "")]
         if status.sync_bytes_total:
             parts.append(f"data {status.sync_bytes_done / 1e6:.1f}/{status.sync_bytes_total / 1e6:.1f} MB")
         if status.step is not None:

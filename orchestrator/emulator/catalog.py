@@ -143,11 +143,8 @@ PUBLIC_IMAGES: tuple[dict[str, str], ...] = (
      "Platform": "TencentOS"},
     {"ImageId": "img-9qrfy1xt", "ImageName": "TencentOS Server 4 for x86_64", "OsName": "TencentOS Server 4 for x86_64",
      "Platform": "TencentOS"},
-    # Not a real public image: no public image carries the Tesla driver (realcloud.md §3.1). It stands in for a
-    # baked base image until the driver is installed at boot (issue 29).
-    {"ImageId": "img-gpu5352x", "ImageName": "Ubuntu 22.04 GPU Driver 535 CUDA 12.2 cuDNN 8.9",
-     "OsName": "Ubuntu Server 22.04 LTS 64bit", "Platform": "Ubuntu"},
 )
+# None carries the Tesla driver (realcloud.md §3.1): a GPU instance gets it from the auto-install (mirror.py).
 DEFAULT_IMAGE_ID = "img-487zeit5"
 
 

@@ -60,6 +60,8 @@ def parser(prog: str = "python -m orchestrator.emulator") -> argparse.ArgumentPa
     s.add_argument("--boot-seconds", type=float, default=2.0)
     s.add_argument("--terminate-seconds", type=float, default=1.0)
     s.add_argument("--image-seconds", type=float, default=2.0)
+    s.add_argument("--driver-install-seconds", type=float, default=1.0,
+                   help="how long the GPU driver's auto-install takes (Tencent's: about 600)")
     s.add_argument("--spot-notice-seconds", type=float, default=120.0)
     s.add_argument(
         "--spot-reclaim-rate",
@@ -152,6 +154,7 @@ def config_from(args: argparse.Namespace, secret_key: str) -> EmulatorConfig:
         boot_seconds=args.boot_seconds,
         terminate_seconds=args.terminate_seconds,
         image_seconds=args.image_seconds,
+        driver_install_seconds=args.driver_install_seconds,
         spot_notice_seconds=args.spot_notice_seconds,
         spot_reclaim_rate=args.spot_reclaim_rate,
         seed=args.seed,

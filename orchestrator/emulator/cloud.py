@@ -109,6 +109,7 @@ class Cloud:
                 "action": result.action,
                 "error": result.error_code,
                 "dropped": result.drop_response,
+                **({} if result.params is None else {"params": result.params}),
             }
         )
         if result.mutated:

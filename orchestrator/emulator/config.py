@@ -32,6 +32,8 @@ class EmulatorConfig:
     terminate_seconds: float = 1.0
     stop_seconds: float = 1.0
     image_seconds: float = 2.0
+    # Seconds the GPU driver's auto-install takes (mirror.py); Tencent's takes about 10 minutes.
+    driver_install_seconds: float = 1.0
     # How long a terminated instance stays visible as TERMINATING is terminate_seconds; after that it is gone.
     spot_notice_seconds: float = 120.0
     # Seeded random reclaims: mean spot reclaims per instance-hour of emulated time (0 = only by admin call).

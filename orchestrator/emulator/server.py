@@ -19,7 +19,9 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
+from . import mirror
 from .admin import routes as admin
 from .cloud import Cloud
 from .config import EmulatorConfig
@@ -58,12 +60,23 @@ async def front_door(request: web.Request) -> web.StreamResponse:
             return await cloud.cos.handle(request, match["bucket"], match["region"])
         if host == METADATA_HOST:
             return await metadata.handle(request, cloud)
+        if host == mirror.HOST:
+            return mirror.handle(request, path, cloud.config.driver_install_seconds)
+    if len(hosts) > 1 and not _ours(hosts[1]):
+        return mirror.unreachable(hosts[1])
     if path.startswith(admin.PREFIX):
         return await admin.handle(request, cloud)
     auth = request.headers.get("Authorization", "")
     if auth.startswith("q-sign-algorithm") or "q-sign-algorithm" in request.query_string:
         return await cloud.cos.handle_service(request)
     return await api3(request, cloud)
+
+
+def _ours(host: str) -> bool:
+    """Whether a proxied request's host is this machine (the endpoint, an instance's loopback address) or one of
+    Tencent's API and COS hosts the emulator answers, rather than a host of the internet."""
+    return (host in ("localhost", "[::1]") or host.startswith("127.")
+            or host.endswith((".tencentcloudapi.com", ".myqcloud.com", ".tencentcos.cn")))
 
 
 async def api3(request: web.Request, cloud: Cloud) -> web.StreamResponse:
@@ -96,8 +109,17 @@ async def _tick_loop(app: web.Application) -> AsyncIterator[None]:
     cloud.close()
 
 
+@web.middleware
+async def no_tunnels(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """CONNECT asks the proxy for a tunnel to a host of the internet (https through an instance's HTTPS_PROXY),
+    before any route: there is none."""
+    if request.method == "CONNECT":
+        return mirror.unreachable(request.raw_path.rsplit(":", 1)[0])
+    return await handler(request)
+
+
 def build_app(config: EmulatorConfig) -> web.Application:
-    app = web.Application(client_max_size=1024**4, handler_args={"max_field_size": 65536})
+    app = web.Application(client_max_size=1024**4, handler_args={"max_field_size": 65536}, middlewares=[no_tunnels])
     app[CLOUD_KEY] = Cloud(config)
     app.router.add_route("*", "/{tail:.*}", front_door)
     app.cleanup_ctx.append(_tick_loop)

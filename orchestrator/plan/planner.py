@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..errors import CvmjobError
 from ..providers.tencent.compute import Offering
 from ..providers.tencent.vocabulary import ChargeType, StockStatus
+from ..spec.compute import GpuDriver
 from ..spec.gpus import (
     GPU_MEMORY_GIB,
     GPU_MODELS,
@@ -26,7 +27,7 @@ from ..spec.gpus import (
 )
 from ..spec.models import JobSpec
 from ..spec.suggest import did_you_mean
-from .models import Placement, Plan, PlannedNetwork, Rejected
+from .models import DriverInstall, Placement, Plan, PlannedNetwork, Rejected
 from .sizing import (
     GIB,
     MemoryEstimate,
@@ -52,6 +53,7 @@ class PlanError(CvmjobError, ValueError):
 class PublicImage:
     image_id: str
     name: str
+    public: bool = True  # an official image (no GPU driver on it); False: a custom one, which keeps what it has
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
                     f"{', '.join(zones)} ({tried}). add zones, instance.alternatives, or another billing.mode"
                 ]
             )
-    image = facts.image or default_image(facts.public_images, candidates[0].gpus)
+    image = facts.image or default_image(facts.public_images)
     hours = spec.limits.max_runtime / 3600
     nnodes = spec.train.nnodes
     primary = candidates[0]
@@ -157,6 +159,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
         raise PlanError(["image: no public image found in this region. set image.id"])
     if primary.gpus == 0:
         warnings.append(f"{primary.instance_type} has no GPU: training runs on CPU")
+    driver = _driver(spec, image, candidates, warnings)
     return Plan(
         region=spec.region,
         image_id=image.image_id,
@@ -175,7 +178,25 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
             public_bandwidth_mbps=spec.network.public_ip.bandwidth_mbps if spec.network.public_ip else None),
         warnings=warnings,
         gpu_memory=memory,
+        gpu_driver=driver,
     )
+
+
+def _driver(spec: JobSpec, image: PublicImage, candidates: list[Placement],
+            warnings: list[str]) -> DriverInstall | None:
+    """The driver the UserData installs: on a public image (none carries one) when a candidate has whole GPUs and
+    the spec did not say none. A vGPU slice needs NVIDIA's GRID driver instead, which the auto-install does not set
+    up and whose public images ship a python3 too old for the agent."""
+    if not image.public:
+        return None
+    vgpu = sorted({c.instance_type for c in candidates if is_vgpu_type(c.instance_type)})
+    if vgpu:
+        warnings.append(f"{', '.join(vgpu)}: a vGPU type needs the GRID driver, which no public image with Python "
+                        f"3.10+ carries. set image.id to an image that has it")
+    wanted = spec.image.gpu_driver if spec.image is not None else GpuDriver()
+    if wanted == "none" or not any(c.gpus >= 1 for c in candidates):
+        return None
+    return DriverInstall(driver=wanted.driver, cuda=wanted.cuda, cudnn=wanted.cudnn)
 
 
 def _cheapest_first(placements: list[Placement], zones: list[str]) -> list[Placement]:
@@ -356,12 +377,8 @@ def _unusable(offer: Offering | None, spec: JobSpec, charge_type: ChargeType) ->
     return ""
 
 
-def default_image(images: list[PublicImage], gpus: float) -> PublicImage | None:
-    """A GPU-driver image for GPU types, a plain Ubuntu otherwise."""
-    if gpus > 0:
-        gpu_images = [i for i in images if "GPU" in i.name.upper() or "CUDA" in i.name.upper()]
-        if gpu_images:
-            return gpu_images[0]
+def default_image(images: list[PublicImage]) -> PublicImage | None:
+    """Ubuntu 22.04 (GPU types get their driver at boot: _driver), else the first image that runs the agent."""
     ubuntu = [i for i in images if "UBUNTU" in i.name.upper() and "22.04" in i.name]
     choices = ubuntu or images
     return choices[0] if choices else None

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from orchestrator.spec.base import SpecModel, field_problem
-from orchestrator.spec.fields import ImageId, ImageName, InstanceTypeName, JobName, PoolName
+from orchestrator.spec.fields import DriverVersion, ImageId, ImageName, InstanceTypeName, JobName, PoolName
 from orchestrator.spec.gpus import GPU_MEMORY_GIB, GpuModel, gpu_counts, is_vgpu_type, vgpu_advice
 
 
@@ -127,8 +127,21 @@ class BillingSpec(SpecModel):
         return (self.reserved_pool or "default") if self.mode == "reserved" else None
 
 
+class GpuDriver(SpecModel):
+    """The NVIDIA driver, CUDA and cuDNN that Tencent's auto-install puts on a GPU instance booted from a public
+    image (no public image carries the driver). The default is a pairing Tencent's script accepts."""
+
+    driver: DriverVersion = "535.161.07"
+    """The Tesla driver's version."""
+    cuda: DriverVersion = "12.4.0"
+    """The CUDA toolkit's version."""
+    cudnn: DriverVersion = "8.9.7"
+    """cuDNN's version."""
+
+
 class ImageSpec(SpecModel):
-    """The image to boot: exactly one of ``id``, ``name`` or ``from_job``."""
+    """The image to boot: at most one of ``id``, ``name`` or ``from_job`` (none: the planner picks an official
+    Ubuntu), and for GPU types on a public image the driver installed at boot."""
 
     id: ImageId | None = None
     """An image id."""
@@ -136,11 +149,14 @@ class ImageSpec(SpecModel):
     """A public or custom image's name, looked up at plan time."""
     from_job: JobName | None = None
     """The newest ready image that a job of this name made (its snapshot), looked up at plan time."""
+    gpu_driver: GpuDriver | Literal["none"] = GpuDriver()
+    """What a GPU type on a public image installs at boot (about 10 minutes), or none. A custom image (a job's
+    snapshot, say) keeps the driver it was made with, so nothing installs there."""
 
     @model_validator(mode="after")
     def _one_of(self) -> ImageSpec:
-        if sum(value is not None for value in (self.id, self.name, self.from_job)) != 1:
-            raise ValueError("set exactly one of id (e.g. id: img-487zeit5), name or from_job (a job name)")
+        if sum(value is not None for value in (self.id, self.name, self.from_job)) > 1:
+            raise ValueError("set one of id (e.g. id: img-487zeit5), name or from_job (a job name), not several")
         return self
 
 

@@ -64,6 +64,7 @@ class MatchesTypeName(Matches):
 InstanceTypeName = Annotated[str, MatchesTypeName(
     r"^[A-Z][A-Za-z0-9]*\.[0-9]*[A-Z]+[0-9]+$", "an instance type FAMILY.SIZE (case-sensitive)", "GN7.2XLARGE32",
 )]
+DriverVersion = Annotated[str, Matches(r"^\d+(\.\d+){1,2}$", "numbers joined by dots", "535.161.07")]
 ImageId = Annotated[str, Matches(r"^img-[a-z0-9]{8}$", "img- and 8 lowercase letters or digits", "img-487zeit5")]
 VpcId = Annotated[str, Matches(r"^vpc-[a-z0-9]{8}$", "vpc- and 8 lowercase letters or digits", "vpc-2ari9m7h")]
 SubnetId = Annotated[str, Matches(r"^subnet-[a-z0-9]{8}$", "subnet- and 8 lowercase letters or digits",

@@ -83,7 +83,7 @@ class JobSpec(SpecModel):
     billing: BillingSpec = BillingSpec()
     """How instances are paid for."""
     image: ImageSpec | None = None
-    """The image to boot. Unset: the planner picks a GPU-driver image (or a plain one for CPU types)."""
+    """The image to boot. Unset: the planner picks an official Ubuntu (GPU types get their driver at boot)."""
     disks: DiskSpec = DiskSpec()
     """System and data disks."""
     network: NetworkSpec = NetworkSpec()

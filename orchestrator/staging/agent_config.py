@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from ..contract import AgentConfig, CosAccess, JobLayout, Location, TemporaryKeys, checkpoints_location
 from ..plan.models import Placement, Plan
-from ..providers.tencent import network, sts
+from ..providers.tencent import sts
 from ..spec.models import JobSpec
 from ..target import Target
+from . import bootstrap
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,6 @@ def federation_name(job_id: str) -> str:
     return f"cvmjob{job_id.replace('-', '')}"[:32]
 
 
-def pip_index(target: Target, plan: Plan) -> str | None:
-    """Tencent's in-VPC mirror for instances of Tencent Cloud without a public IP, which reach no other index;
-    None where pip's own index is reachable (a public IP, or the emulator's instances on this machine)."""
-    public = plan.network is not None and plan.network.public_bandwidth_mbps is not None
-    return network.PIP_MIRROR if target.kind == "tencent" and not public else None
-
-
 def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attempt: int, placement: Placement,
                   keys: TemporaryKeys | None, credentials_url: str | None) -> list[AgentConfig]:
     """Every node's agent.json of ``attempt`` on ``placement``. ``keys`` and ``credentials_url`` are None when the
@@ -83,7 +77,8 @@ def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attemp
             signal_key=layout.signal(attempt, node),
             spec=spec.model_dump(mode="json"),
             bandwidth_gbps=placement.bandwidth_gbps,
-            pip_index=pip_index(target, plan),
+            pip_index=bootstrap.pip_index(plan),
+            gpu_driver=driver.driver if (driver := plan.driver_for(placement.instance_type)) else None,
         )
         for node in range(spec.train.nnodes)
     ]

@@ -1,7 +1,11 @@
-"""The UserData script: fetch the agent and its config through presigned URLs into a temporary folder, then hand
-over to the agent's installer (orchestrator/agent/install.py), which lays them out, makes cloud-init start the
-agent at every boot, and starts it. It holds no secret: the URLs are signatures, not keys (the config they point
-at holds short-lived keys scoped to the job). Where the instance's "/" is, the installer knows (agent/host.py).
+"""The UserData script: start the NVIDIA driver's install where the plan says (Tencent's auto-install, in the
+background), fetch the agent and its config through presigned URLs into a temporary folder, then hand over to the
+agent's installer (orchestrator/agent/install.py), which lays them out, makes cloud-init start the agent at every
+boot, and starts it. It holds no secret: the URLs are signatures, not keys (the config they point at holds
+short-lived keys scoped to the job). Where the instance's "/" is, the installer knows (agent/host.py).
+
+A job's launch and its plan's DryRun both take their UserData from ``for_launch``: what the DryRun validates is
+what the launch sends, less the job's own names and signatures.
 """
 
 from __future__ import annotations
@@ -9,6 +13,9 @@ from __future__ import annotations
 import base64
 import shlex
 from urllib.parse import urlsplit
+
+from ..plan.models import DriverInstall, Plan
+from ..providers.tencent import network
 
 MAX_USER_DATA = 16 * 1024  # RunInstances: UserData is base64, at most 16 KB
 
@@ -26,7 +33,7 @@ for i in 1 2 3 4 5 6; do
   [ "$i" = 6 ] && {{ echo "cvmjob: cannot fetch the agent" >&2; exit 1; }}
   sleep $((i * 5))
 done
-python3 -m zipfile -e agent.whl lib
+{driver}python3 -m zipfile -e agent.whl lib
 # The agent's own needs; the image provides Python 3.10+ and, for training, torch.
 # Found, not imported: importing them all cost a second of CPU at every boot, and the agent imports them anyway.
 python3 -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' \\
@@ -50,10 +57,56 @@ AGENT_REQUIREMENTS = (
 )
 
 
+# ${TMPDIR:-/tmp}: /tmp under cloud-init, where Tencent's script looks; an emulated instance's own tmp.
+_DRIVER = """# The NVIDIA driver by Tencent's auto-install (doc 560/112129): its settings, then its script from the
+# mirror, in the background (about 10 minutes); the agent waits for the driver before the setup commands.
+DRIVER_TMP="${{TMPDIR:-/tmp}}"
+cat > "$DRIVER_TMP/{settings}" <<'EOF'
+DRIVER_VERSION={driver}
+CUDA_VERSION={cuda}
+CUDNN_VERSION={cudnn}
+DRIVER_URL=
+CUDA_URL=
+CUDNN_URL=
+EOF
+if fetch {installer} "$DRIVER_TMP/auto_install.sh"; then
+  chmod +x "$DRIVER_TMP/auto_install.sh"
+  nohup "$DRIVER_TMP/auto_install.sh" > "$DRIVER_TMP/{log}" 2>&1 &
+else
+  echo "cvmjob: cannot fetch the GPU driver's installer {installer}" | tee "$DRIVER_TMP/{log}" >&2
+fi
+"""
+
+
+def pip_index(plan: Plan) -> str | None:
+    """Tencent's in-VPC mirror for instances without a public IP, which reach no other index; None where pip's own
+    index is reachable (a public IP)."""
+    public = plan.network is not None and plan.network.public_bandwidth_mbps is not None
+    return None if public else network.PIP_MIRROR
+
+
+def for_launch(plan: Plan, instance_type: str, job_id: str, attempt: int, node: int, wheel_url: str,
+               config_url: str) -> str:
+    """The UserData of one node of one attempt of a job on ``instance_type`` (the driver goes on whole GPUs)."""
+    return user_data(job_id, attempt, node, wheel_url, config_url, pip_index=pip_index(plan),
+                     driver=plan.driver_for(instance_type))
+
+
+# What a presigned URL of the state bucket looks like to the DryRun: as long, and naming nothing.
+_STAND_IN_URL = "http://cvmjob-dry-run.cos.example.invalid/cvmjob/plan-dry-run/agent?" + "q" * 360
+
+
+def for_dry_run(plan: Plan, instance_type: str) -> str:
+    """The UserData the plan's DryRun sends: the launch's, with stand-ins of a presigned URL's length for the job's
+    own names and signatures (a job exists only after its plan)."""
+    return for_launch(plan, instance_type, "plan-dry-run", 1, 0, _STAND_IN_URL, _STAND_IN_URL)
+
+
 def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: str,
-              pip_index: str | None = None) -> str:
+              pip_index: str | None = None, driver: DriverInstall | None = None) -> str:
     """The base64 UserData for one node of one attempt; ``pip_index``: where its pip installs from, if not pip's
-    own index (an instance without a public IP reaches only Tencent's mirror)."""
+    own index (an instance without a public IP reaches only Tencent's mirror); ``driver``: the NVIDIA driver to
+    install."""
     index = "" if pip_index is None else (f"--index-url {shlex.quote(pip_index)} "
                                           f"--trusted-host {shlex.quote(urlsplit(pip_index).hostname or '')} ")
     script = _TEMPLATE.format(
@@ -64,6 +117,9 @@ def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: 
         wheel_url=shlex.quote(wheel_url),
         config_url=shlex.quote(config_url),
         requirements=" ".join(shlex.quote(r) for r in AGENT_REQUIREMENTS),
+        driver="" if driver is None else _DRIVER.format(
+            settings=network.DRIVER_SETTINGS, log=network.DRIVER_LOG, installer=shlex.quote(network.DRIVER_INSTALLER),
+            driver=driver.driver, cuda=driver.cuda, cudnn=driver.cudnn),
     )
     encoded = base64.b64encode(script.encode()).decode()
     if len(encoded) > MAX_USER_DATA:

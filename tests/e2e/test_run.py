@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tencentcloud.billing.v20180709 import billing_client
@@ -69,6 +72,11 @@ def test_quickstart_runs_its_whole_life(cli: Cli) -> None:
     request.ImageIds = [image_id]
     images = cvm(cli).DescribeImages(request).ImageSet
     assert [(i.ImageId, i.ImageState) for i in images] == [(image_id, "NORMAL")]
+    # GN7 booted Ubuntu 22.04, which has no driver: Tencent's auto-install put it on, and the snapshot keeps it
+    system = cli.emulator.state_dir / "images" / image_id
+    smi = next(system.rglob("usr/bin/nvidia-smi"))
+    assert "NVIDIA driver 535.161.07" in smi.read_text()
+    assert "NVIDIA driver 535.161.07 installed" in next(system.rglob("tmp/auto_install.log")).read_text()
 
     # no instance remains
     request = cvm_models.DescribeInstancesRequest()
@@ -84,6 +92,24 @@ def test_quickstart_runs_its_whole_life(cli: Cli) -> None:
 
     # the long-term SecretKey is nowhere: not in UserData, COS objects, logs or the state store
     assert_secret_absent(cli, job_id)
+    assert_dry_run_sent_what_the_launch_sent(cli, job_id)
+
+
+def assert_dry_run_sent_what_the_launch_sent(cli: Cli, job_id: str) -> None:
+    """The plan's DryRun asked for the network, image and UserData the launch then sent: only the job's names and
+    its presigned URLs differ."""
+    [probe, launch] = [c["params"] for c in cli.emulator.admin.calls(action="RunInstances")]
+    assert probe["DryRun"] is True and "DryRun" not in launch
+
+    def script(params: dict[str, Any], job: str) -> str:
+        text = base64.b64decode(params["UserData"]).decode()
+        return re.sub(r"'https?://[^']*'", "URL", text.replace(job, "JOB"))
+
+    assert script(probe, "plan-dry-run") == script(launch, job_id)
+    assert "DRIVER_VERSION=535.161.07" in script(launch, job_id)  # GN7 on Ubuntu: the driver installs at boot
+    for field in ("ImageId", "VirtualPrivateCloud", "SecurityGroupIds", "InternetAccessible", "Placement",
+                  "InstanceType", "InstanceChargeType", "SystemDisk", "DataDisks", "CamRoleName"):
+        assert probe.get(field) == launch.get(field), field
 
 
 def listings(cli: Cli) -> int:
@@ -138,6 +164,22 @@ def test_a_failing_training_exits_with_its_code_shows_the_log_and_leaves_nothing
     assert status["result"]["exit_code"] == 3  # the script's own code, not torchrun's 1
     assert no_instance_left(cli)
     assert cli.emulator.admin.calls(action="CreateImage") == []
+
+
+def test_a_setup_that_installs_from_pypi_without_a_public_ip_fails_naming_the_mirror(cli: Cli, tmp_path: Path) -> None:
+    spec = failing_job(tmp_path)
+    # The machine's pip configuration may name local indexes: ignored, as on a fresh instance.
+    pip = "PIP_CONFIG_FILE=/dev/null python3 -m pip install --index-url https://pypi.org/simple --retries 1 tinydb"
+    spec.write_text(spec.read_text() + f"setup: [{pip!r}]\n")
+    result = cli.run("run", str(spec))
+    assert result.returncode == EXIT_CODES[JobState.FAILED_SETUP], result.stdout + result.stderr
+    reason = cli.status()["reason"]
+    assert reason.startswith(f"setup_failed: setup command 1 ({pip!r}) exited with 1: it could not reach the "
+                             "network, and this "
+                             "instance has no public IP, so it reaches only Tencent's mirror "
+                             "http://mirrors.tencentyun.com/pypi/simple"), reason
+    assert "\n" not in reason
+    assert no_instance_left(cli)
 
 
 def test_a_failed_instance_is_kept_for_the_configured_time_then_destroyed(cli: Cli, tmp_path: Path) -> None:

@@ -72,7 +72,8 @@ def test_user_data_runs_with_the_documented_environment(emulator: EmulatorProces
     port = emulator.port
     assert env["PATH"] == f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin"
     assert (env["HOME"], env["TMPDIR"], env["LANG"]) == (str(home), str(system / "tmp"), "C.UTF-8")
-    assert env["HTTP_PROXY"] == env["http_proxy"] == info["proxy"].replace(emulator.endpoint, f"127.0.0.1:{port}")
+    proxy = info["proxy"].replace(emulator.endpoint, f"127.0.0.1:{port}")
+    assert env["HTTP_PROXY"] == env["http_proxy"] == env["HTTPS_PROXY"] == env["https_proxy"] == proxy
     assert env["HTTP_PROXY"].startswith(f"http://{instance_id}:")
     assert env["NO_PROXY"] == env["no_proxy"] == ""
     assert env["TENCENTCLOUD_EMULATOR_ENDPOINT"] == f"127.0.0.1:{port}"
@@ -81,7 +82,8 @@ def test_user_data_runs_with_the_documented_environment(emulator: EmulatorProces
     assert (env["CUDA_VISIBLE_DEVICES"], env["TENCENTCLOUD_EMULATOR_GPUS"]) == ("", "cpu-only")
     inherited = set(env) - {"PWD", "SHLVL", "_", "OLDPWD"}
     assert inherited == {
-        "PATH", "HOME", "LANG", "TMPDIR", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
+        "PATH", "HOME", "LANG", "TMPDIR", "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY",
+        "no_proxy",
         "TENCENTCLOUD_EMULATOR_ENDPOINT", "TENCENTCLOUD_EMULATOR_ROOT", "TENCENTCLOUD_EMULATOR_LOCAL_DISKS",
         "CUDA_VISIBLE_DEVICES", "TENCENTCLOUD_EMULATOR_GPUS",
     }

@@ -79,6 +79,12 @@ class CallResult:
     mutated: bool
     drop_response: bool = False
     delay: float = 0.0
+    params: dict[str, Any] | None = None  # the request's, for the actions whose calls the admin log shows in full
+
+
+# Launches (and their DryRuns): the admin call log keeps what they asked for, to compare a plan's probe with a
+# job's launch (UserData and all). Rare enough to keep whole.
+PARAMS_LOGGED = frozenset({"RunInstances", "ResetInstance"})
 
 
 def parse_params(method: str, target: str, body: bytes) -> dict[str, Any]:
@@ -119,6 +125,7 @@ def call(
     service_name = "?"
     action_name = headers.get("X-TC-Action", "")
     version = headers.get("X-TC-Version", "")
+    logged: dict[str, Any] | None = None
     try:
         if headers.get("Authorization", "").strip() == UNSIGNED:
             service_name, principal = _unsigned_service(services, action_name, version), _ANONYMOUS
@@ -151,10 +158,13 @@ def call(
             action=action_name,
             language=headers.get("X-TC-Language", "zh-CN"),
         )
-        payload = action.handler(ctx, Params(parse_params(method, target, body)))
-        return CallResult(envelope(request_id, payload), service_name, action_name, None, action.mutates, drop, delay)
+        params = parse_params(method, target, body)
+        logged = params if action_name in PARAMS_LOGGED else None
+        payload = action.handler(ctx, Params(params))
+        return CallResult(envelope(request_id, payload), service_name, action_name, None, action.mutates, drop, delay,
+                          logged)
     except ApiError as err:
-        return CallResult(error_envelope(request_id, err), service_name, action_name, err.code, False)
+        return CallResult(error_envelope(request_id, err), service_name, action_name, err.code, False, params=logged)
 
 
 def _unsigned_service(services: Mapping[str, Service], action_name: str, version: str) -> str:

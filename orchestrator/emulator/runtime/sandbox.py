@@ -23,8 +23,9 @@ The environment, a contract the orchestrator's agent relies on (nothing is inher
   PATH        ``dirname(image_python)`` first, then /usr/local/bin:/usr/bin:/bin: ``python3`` on the instance is
               the emulator's interpreter and its packages, standing in for the image's software
   HOME        ``<system>/root``;  LANG ``C.UTF-8``;  TMPDIR ``<system>/tmp``
-  HTTP_PROXY, http_proxy   ``http://<instance-id>:<secret>@127.0.0.1:<port>``: the emulator is the instance's
-              only way out. Unmodified clients (the SDK's CVMRoleCredential, curl, urllib, requests) reach
+  HTTP_PROXY, http_proxy, HTTPS_PROXY, https_proxy   ``http://<instance-id>:<secret>@127.0.0.1:<port>``: the
+              emulator is the instance's only way out, and it reaches no host of the internet but Tencent's
+              mirror (mirror.py). Unmodified clients (the SDK's CVMRoleCredential, curl, urllib, requests) reach
               ``http://metadata.tencentyun.com/...`` through it, and the metadata service knows the instance by
               the proxy credentials. API 3.0 and COS calls to the endpoint go through it too (it serves them).
   NO_PROXY, no_proxy       empty
@@ -149,6 +150,8 @@ class Sandbox:
             "TMPDIR": str(self.system / "tmp"),
             "HTTP_PROXY": proxy,
             "http_proxy": proxy,
+            "HTTPS_PROXY": proxy,
+            "https_proxy": proxy,
             "NO_PROXY": "",
             "no_proxy": "",
             "TENCENTCLOUD_EMULATOR_ENDPOINT": f"127.0.0.1:{port}",

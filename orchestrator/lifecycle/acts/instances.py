@@ -16,8 +16,7 @@ from ...providers.tencent.errors import (
 )
 from ...providers.tencent.retry import retrying
 from ...providers.tencent.vocabulary import ChargeType
-from ...staging import agent_config
-from ...staging.bootstrap import user_data
+from ...staging import bootstrap
 from ...staging.launch import launch_request, node_name, node_tags
 from ...state.machine import NodeState
 from ...state.store import JobRecord, NodeRecord
@@ -34,14 +33,15 @@ class Instances(ExecutorBase):
 
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
         seconds = self._presign_seconds(job)
-        data = user_data(
+        data = bootstrap.for_launch(
+            self.plan,
+            node.instance_type,
             self.job_id,
             node.attempt,
             node.node,
             # Ensured here too: a job staged by an earlier release has its wheel elsewhere.
             wheel_url=self.state.presigned_get_url(self._agent_wheel(), seconds),
             config_url=self.state.presigned_get_url(self.layout.agent_config(node.attempt, node.node), seconds),
-            pip_index=agent_config.pip_index(self.target, self.plan),
         )
         return launch_request(
             self.spec, node, self.plan.image_id,

@@ -15,8 +15,14 @@ from ._sdk import TencentSdk
 
 _PAGE = 100
 # Tencent's software mirror, reached from inside a VPC without a public IP ("Private network access address:
-# http://mirrors.tencentyun.com/"; realcloud.md §2.1).
-PIP_MIRROR = "http://mirrors.tencentyun.com/pypi/simple"
+# http://mirrors.tencentyun.com/"; realcloud.md §2.1): PyPI, and the GPU driver's installer.
+MIRROR = "http://mirrors.tencentyun.com"
+PIP_MIRROR = f"{MIRROR}/pypi/simple"
+# The API's equivalent of the console's "install the GPU driver automatically" (doc 560/112129, realcloud.md §3.1):
+# this script reads its versions from user_define_install_info.ini in the temporary folder and installs them.
+DRIVER_INSTALLER = f"{MIRROR}/install/GPU/auto_install.sh"
+DRIVER_SETTINGS = "user_define_install_info.ini"
+DRIVER_LOG = "auto_install.log"
 
 
 @dataclass(frozen=True)

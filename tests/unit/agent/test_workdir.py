@@ -74,3 +74,23 @@ def test_setup_commands_run_in_order_and_the_first_failure_ends_the_attempt(tmp_
     assert (ended.value.outcome, ended.value.exit_code) == (Outcome.SETUP_FAILED, 4)
     assert "setup command 1" in ended.value.reason and not (tmp_path / "never").exists()
     assert "broken" in log.read_text()
+
+
+MIRROR = "http://mirrors.tencentyun.com/pypi/simple"
+
+
+def test_a_setup_that_cannot_reach_the_network_without_a_public_ip_is_told_the_mirror(tmp_path: Path) -> None:
+    log, env = tmp_path / "run.log", {"PATH": "/usr/bin:/bin"}
+    pip_says = ("echo \"WARNING: Retrying after connection broken by 'ProxyError('Cannot connect to proxy.', "
+                "OSError('Tunnel connection failed: 502 Unreachable'))': /simple/requests/\" >&2; exit 1")
+    with pytest.raises(AttemptEnded) as ended:
+        run_setup([pip_says], tmp_path, env, log, StopSignal(), mirror=MIRROR)
+    assert ended.value.reason.startswith(f"setup command 1 ({pip_says!r}) exited with 1: it could not reach the "
+                                         "network, and this instance has no public IP, so it reaches only Tencent's "
+                                         f"mirror {MIRROR} ")
+    assert "\n" not in ended.value.reason
+    # Another failure, or the same one on an instance with a public IP, is not about the mirror.
+    for command, mirror in (("echo 'No matching distribution found' >&2; exit 1", MIRROR), (pip_says, None)):
+        with pytest.raises(AttemptEnded) as other:
+            run_setup([command], tmp_path, env, log, StopSignal(), mirror=mirror)
+        assert "mirror" not in other.value.reason

@@ -66,8 +66,13 @@ def test_temporary_keys_are_refused_for_sts_credentials_and_the_way_out_said(
 def test_permanent_keys_plan_a_job_with_sts_credentials(cloud: EmulatorProcess) -> None:
     report = api.plan(QUICKSTART, ["data=[]"])
     assert report.settings.short_lived_keys is True and report.plan.candidates
-    assert report.notes[1:] == [f"the state bucket cvmjob-{cloud.appid} will be created"]
     assert report.notes[0].startswith("network: created the cvmjob security group")  # a new account's first plan
+    assert report.notes[1] == f"the state bucket cvmjob-{cloud.appid} will be created"
+    assert report.notes[2].startswith("network: no public IP, so pip (the bootstrap's, setup's and the training's) "
+                                      "installs from Tencent's in-VPC mirror http://mirrors.tencentyun.com/pypi/simple")
+    assert report.notes[3].startswith("image: Ubuntu Server 22.04 LTS 64bit has no GPU driver: the NVIDIA driver "
+                                      "535.161.07 (CUDA 12.4.0, cuDNN 8.9.7) installs at boot")
+    assert len(report.notes) == 4
 
 
 # -- the image --------------------------------------------------------------------------------------------------

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from orchestrator.plan.models import Plan
+from orchestrator.plan.models import DriverInstall, Plan
 from orchestrator.plan.planner import Facts, PlanError, PublicImage, make_plan
 from orchestrator.providers.tencent.compute import Offering
 from orchestrator.spec import JobSpec
@@ -47,8 +48,8 @@ def facts(*sold_out: tuple[str, str, str], prices: dict[tuple[str, str], float] 
         for c in ("POSTPAID_BY_HOUR", "SPOTPAID")
     ]
     images = [
+        PublicImage("img-9qrfy1xt", "TencentOS Server 4 for x86_64"),
         PublicImage("img-487zeit5", "Ubuntu Server 22.04 LTS 64bit"),
-        PublicImage("img-gpu5352x", "Ubuntu 22.04 GPU Driver 535 CUDA 12.2"),
     ]
     return Facts(
         region="ap-guangzhou",
@@ -79,7 +80,23 @@ def test_on_demand_plan_tries_the_zones_in_order_and_prices_the_runtime() -> Non
         ("ap-guangzhou-4", "POSTPAID_BY_HOUR"),
     ]
     assert plan.estimated_cost == round(8.69 * 2, 2)
-    assert plan.image_id == "img-gpu5352x"  # a GPU type boots the GPU-driver image
+    assert plan.image_id == "img-487zeit5"  # an official Ubuntu: no public image carries the GPU driver...
+    assert plan.gpu_driver == DriverInstall(driver="535.161.07", cuda="12.4.0", cudnn="8.9.7")  # ...it installs
+
+
+def test_the_driver_installs_on_whole_gpus_of_a_public_image_unless_the_spec_says_none() -> None:
+    chosen = make_plan(spec(image={"gpu_driver": {"driver": "550.54.15", "cuda": "12.4.1", "cudnn": "9.1.0"}}),
+                       facts())
+    assert chosen.gpu_driver == DriverInstall(driver="550.54.15", cuda="12.4.1", cudnn="9.1.0")
+    assert chosen.driver_for("GN7.2XLARGE32") == chosen.gpu_driver
+    assert chosen.driver_for("S5.LARGE8") is None  # not a candidate, no GPUs: nothing to install
+    assert make_plan(spec(image={"gpu_driver": "none"}), facts()).gpu_driver is None
+    custom = dataclasses.replace(facts(), image=PublicImage("img-cust0001", "quickstart-2026", public=False))
+    assert make_plan(spec(), custom).gpu_driver is None  # a job's snapshot keeps the driver it was made with
+    vgpu = make_plan(spec(instance={"type": "GN7.2XLARGE40", "allow_vgpu": True}), facts())
+    assert vgpu.gpu_driver is None  # half a T4 takes NVIDIA's GRID driver, which the auto-install is not
+    assert "GN7.2XLARGE40: a vGPU type needs the GRID driver, which no public image with Python 3.10+ carries. " \
+           "set image.id to an image that has it" in vgpu.warnings
 
 
 def test_spot_plan_puts_on_demand_fallbacks_after_spot_and_shows_the_savings() -> None:

@@ -155,8 +155,9 @@ ERROR_CASES = [
     (["credentials=role:"], "credentials: 'role:' is not valid: 'sts' or 'role:<CamRoleName>', e.g. role:cvmjob-train"),
     (["storage.bucket=cvmjob"], "storage.bucket: bucket 'cvmjob' does not end in -<appid>, your account's APPID "
                                 "(e.g. cvmjob-1250000000)"),
-    (["image.name=Ubuntu"], "image: set exactly one of id (e.g. id: img-487zeit5), name or from_job (a job name)"),
-    (["image=img-487zeit5"], "image: expected a mapping with fields id, name, from_job, got 'img-487zeit5'"),
+    (["image.name=Ubuntu"], "image: set one of id (e.g. id: img-487zeit5), name or from_job (a job name), not several"),
+    (["image=img-487zeit5"],
+     "image: expected a mapping with fields id, name, from_job, gpu_driver, got 'img-487zeit5'"),
     (["outputs.dir=checkpoints"], "outputs.dir: 'checkpoints' is also checkpoints.dir. use different folders"),
     (["data.1={source: 'cos://other-1250000000/', target: mnist}"],
      "data.1.target: 'mnist' is already the target of data.0"),

@@ -8,8 +8,8 @@ from orchestrator.contract import Location, ResumeSource, TemporaryKeys
 from orchestrator.plan.models import Placement
 from orchestrator.providers.tencent.sts import Grant
 from orchestrator.providers.tencent.vocabulary import ChargeType
-from orchestrator.staging.agent_config import agent_configs, federation_name, grants, locations, pip_index
-from orchestrator.staging.bootstrap import user_data
+from orchestrator.staging.agent_config import agent_configs, federation_name, grants, locations
+from orchestrator.staging.bootstrap import pip_index, user_data
 from orchestrator.target import Target
 from tests.records import TARGET, plan, spec
 
@@ -59,15 +59,29 @@ def test_every_node_gets_its_config_with_the_keys_or_the_role() -> None:
     assert (role.cos.mode, role.cos.role_name, role.keys, role.credentials_url) == ("role", "trainer", None, None)
 
 
-def test_an_instance_of_tencent_cloud_without_a_public_ip_installs_from_the_in_vpc_mirror() -> None:
+def test_an_instance_without_a_public_ip_installs_from_the_in_vpc_mirror_on_any_cloud() -> None:
     on_tencent = Target(kind="tencent", region="ap-guangzhou", appid="1250000000")
     private = plan(network={"vpc_id": "vpc-00000001"})
     public = plan(network={"vpc_id": "vpc-00000001", "public_bandwidth_mbps": 10})
-    assert pip_index(on_tencent, private) == "http://mirrors.tencentyun.com/pypi/simple"
-    assert pip_index(on_tencent, public) is None  # pip's own index is reachable
-    assert pip_index(TARGET, private) is None  # the emulator's instances run on this machine
-    [config] = agent_configs("job-1", spec(), private, on_tencent, 1, PLACEMENT, None, None)
-    assert config.pip_index == "http://mirrors.tencentyun.com/pypi/simple"
+    assert pip_index(private) == "http://mirrors.tencentyun.com/pypi/simple"
+    assert pip_index(public) is None  # pip's own index is reachable
+    for target in (on_tencent, TARGET):  # the emulator's instances reach no other index either
+        [config] = agent_configs("job-1", spec(), private, target, 1, PLACEMENT, None, None)
+        assert config.pip_index == "http://mirrors.tencentyun.com/pypi/simple"
     script = base64.b64decode(user_data("job-1", 1, 0, "https://w", "https://c", config.pip_index)).decode()
     assert "pip install --quiet --target lib --index-url http://mirrors.tencentyun.com/pypi/simple " \
            "--trusted-host mirrors.tencentyun.com " in script
+
+
+def test_the_agents_of_a_launch_on_whole_gpus_wait_for_the_driver_the_plan_installs() -> None:
+    driver = {"driver": "550.54.15", "cuda": "12.4.0", "cudnn": "8.9.7"}
+    candidates = [PLACEMENT.model_dump(), {**PLACEMENT.model_dump(), "instance_type": "S5.LARGE8", "gpus": 0}]
+    gpus = PLACEMENT.model_copy(update={"gpus": 1.0})
+    planned = plan(gpu_driver=driver, candidates=[{**candidates[0], "gpus": 1.0}, candidates[1]])
+    [on_gpus] = agent_configs("job-1", spec(), planned, TARGET, 1, gpus, None, None)
+    assert on_gpus.gpu_driver == "550.54.15"
+    cpu = PLACEMENT.model_copy(update={"instance_type": "S5.LARGE8", "gpus": 0})
+    [on_cpu] = agent_configs("job-1", spec(), planned, TARGET, 1, cpu, None, None)
+    assert on_cpu.gpu_driver is None
+    [no_driver] = agent_configs("job-1", spec(), plan(candidates=[candidates[0]]), TARGET, 1, gpus, None, None)
+    assert no_driver.gpu_driver is None
