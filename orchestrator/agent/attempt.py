@@ -247,8 +247,11 @@ class Attempt:
         rdzv = None
         if self.cfg.nnodes > 1:
             key = self.layout.rendezvous(self.cfg.attempt)
-            rdzv = rendezvous.publish(self.state, key, self.metadata, self.instance_id) if self.cfg.node_rank == 0 \
-                else rendezvous.wait_for(self.state, key, self.stop)
+            if self.cfg.node_rank == 0:
+                rdzv = rendezvous.publish(self.state, key, self.metadata, self.instance_id)
+            else:
+                rdzv = rendezvous.wait_for(self.state, key, self.stop)
+                rendezvous.reach(rdzv, self.cfg.node_rank, self.cfg.security_groups, self.stop)
         return Topology(nnodes=self.cfg.nnodes, min_nodes=train.elastic_min_nodes, nproc_per_node=nproc,
                         max_restarts=train.max_restarts, run_id=f"{self.cfg.job_id}-{self.cfg.attempt}",
                         rendezvous=rdzv)

@@ -1,10 +1,10 @@
-"""What the host tells the agent about itself: where "/" is, its local disks, its GPUs, its network. The only
-module of the agent that reads it.
+"""What the host tells the agent about itself: where "/" is (and so where programs the instance installed are),
+its local disks and its GPUs. The only module of the agent that reads it.
 
-On Tencent Cloud the host says nothing: "/" is "/", local NVMe disks are found under /dev (nvme.py), GPUs through
-``nvidia-smi`` (gpus.py) and the node's address from the metadata service (rendezvous.py). A sandboxed instance
-of the local emulator cannot chroot and shares the machine's loopback, so it says all four in its environment;
-the rest of the agent asks here and never knows which of the two it runs on.
+On Tencent Cloud the host says nothing: "/" is "/", local NVMe disks are found under /dev (nvme.py) and GPUs
+through ``nvidia-smi`` (gpus.py). A sandboxed instance of the local emulator cannot chroot, so it says all three in
+its environment; the rest of the agent asks here and never knows which of the two it runs on. The node's address
+comes from the metadata service on both (rendezvous.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ class Host:
     """The local disks as folders, when the host lists them; None: look for NVMe devices."""
     gpus: tuple[str, ...] | None
     """The GPUs the instance got, when the host lists them (empty: none); None: ask nvidia-smi."""
-    loopback_only: bool
-    """Instances reach each other only on 127.0.0.1 (they share one machine's network)."""
 
     def program(self, name: str) -> str | None:
         """Where the instance has program ``name`` installed (one the image or the node's own installs put there,
@@ -48,7 +46,6 @@ def current() -> Host:
         local_disks=None if disks is None else tuple(Path(d.strip()) for d in disks.split(",") if d.strip()),
         gpus=None if gpus is None else () if gpus.strip() == _CPU_ONLY else tuple(
             g.strip() for g in gpus.split(",") if g.strip()),
-        loopback_only=root is not None,
     )
 
 

@@ -9,6 +9,7 @@ environment or ``train.env`` already did.
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import logging
 import socket
 import struct
@@ -22,8 +23,11 @@ _SIOCGIFADDR = 0x8915  # Linux: an interface's primary IPv4 address
 def interface_of(address: str) -> str | None:
     """The interface that holds the IPv4 ``address``: its primary address (the kernel's ioctl), else any of its
     addresses as ``ip`` lists them (a secondary one); None when no interface of this host holds it."""
+    loopback = ipaddress.ip_address(address).is_loopback
     for _, name in socket.if_nameindex():
-        if _primary_ipv4(name) == address:
+        primary = _primary_ipv4(name)
+        # Linux answers for all of 127.0.0.0/8 on the loopback interface, whatever one address it lists.
+        if primary == address or (loopback and primary is not None and ipaddress.ip_address(primary).is_loopback):
             return name
     return _listed_by_ip(address)
 

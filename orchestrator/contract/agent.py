@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from .base import LAYOUT_VERSION, Model
 from .layout import Location
 from .reports import HEARTBEAT_SECONDS
@@ -73,6 +75,8 @@ class AgentConfig(Model):
     # The NVIDIA driver version the node's UserData installs (Tencent's auto-install); the agent waits for it
     # before the setup commands. None: the image has what it has.
     gpu_driver: str | None = None
+    # The instances' security groups, named when the nodes cannot reach each other.
+    security_groups: list[str] = Field(default_factory=list)
 
 
 class Control(Model):

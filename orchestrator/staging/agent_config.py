@@ -79,6 +79,7 @@ def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attemp
             bandwidth_gbps=placement.bandwidth_gbps,
             pip_index=bootstrap.pip_index(plan),
             gpu_driver=driver.driver if (driver := plan.driver_for(placement.instance_type)) else None,
+            security_groups=[] if plan.network is None else list(plan.network.security_group_ids),
         )
         for node in range(spec.train.nnodes)
     ]

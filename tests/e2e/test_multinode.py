@@ -3,15 +3,21 @@ attempt is replaced and resumes from the last checkpoint."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from tencentcloud.common import credential
+from tencentcloud.vpc.v20170312 import models as vpc_models
+from tencentcloud.vpc.v20170312 import vpc_client
 
-from tests.e2e.conftest import Cli
+from orchestrator.state.machine import EXIT_CODES, JobState
+from tests.e2e.conftest import REGION, Cli
 from tests.e2e.spot_support import JobWatch, LiveCount, job_folder, spot_overrides, start_steps, steps_in
 from tests.e2e.test_run import no_instance_left
 from tests.e2e.test_spot import NOTICE, PACE, STEPS, assert_one_attempt_alive_at_a_time, attempt_log, finish
+from tests.emulator.conftest import profile
 
 pytestmark = pytest.mark.e2e
 
@@ -70,4 +76,33 @@ def test_a_two_node_job_completes_after_one_node_is_reclaimed(cli: Cli, tmp_path
     lost = [n for n in final["nodes"] if n["attempt"] == 1]
     assert sorted(n["node"] for n in lost) == [0, 1] and all(n["state"] == "lost" for n in lost), lost
     assert_one_attempt_alive_at_a_time(cli, watch, live, nodes=2)
+    assert no_instance_left(cli)
+
+
+def closed_group(cli: Cli) -> str:
+    """A security group as the API makes one, given only egress: its members cannot reach each other."""
+    client = vpc_client.VpcClient(credential.Credential(cli.emulator.secret_id, cli.emulator.secret_key), REGION,
+                                  profile(cli.emulator))
+    request = vpc_models.CreateSecurityGroupRequest()
+    request.GroupName, request.GroupDescription = "training", "egress only"
+    group = str(client.CreateSecurityGroup(request).SecurityGroup.SecurityGroupId)
+    rules = vpc_models.CreateSecurityGroupPoliciesRequest()
+    rules.from_json_string(json.dumps({"SecurityGroupId": group, "SecurityGroupPolicySet": {
+        "Egress": [{"Protocol": "ALL", "CidrBlock": "0.0.0.0/0", "Action": "ACCEPT"}]}}))
+    client.CreateSecurityGroupPolicies(rules)
+    return group
+
+
+def test_a_two_node_job_in_a_group_that_does_not_admit_its_nodes_fails_naming_the_rule(cli: Cli,
+                                                                                        tmp_path: Path) -> None:
+    group = closed_group(cli)
+    overrides = spot_overrides(10, every=10, pace=0, extra=(*NODES, f"network.security_groups=[{group}]"))
+    result = cli.run("run", str(job_folder(tmp_path)), *overrides[2:], timeout=240)
+    assert result.returncode == EXIT_CODES[JobState.FAILED_SETUP], result.stdout[-4000:] + result.stderr[-2000:]
+    reason = cli.status()["reason"]
+    assert re.fullmatch(
+        rf"preflight_failed: node 1 cannot reach node 0's rendezvous at 127\.16\.\d+\.\d+:\d+: the connection is "
+        rf"dropped, so {group} do not admit the job's nodes to each other\. add an inbound rule to {group} from "
+        rf"{group} itself, protocol ALL, action ACCEPT \(or leave network\.security_groups unset: cvmjob's own group "
+        r"admits its members\)", reason), reason
     assert no_instance_left(cli)

@@ -85,8 +85,9 @@ def test_user_data_runs_with_the_documented_environment(emulator: EmulatorProces
         "PATH", "HOME", "LANG", "TMPDIR", "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY",
         "no_proxy",
         "TENCENTCLOUD_EMULATOR_ENDPOINT", "TENCENTCLOUD_EMULATOR_ROOT", "TENCENTCLOUD_EMULATOR_LOCAL_DISKS",
-        "CUDA_VISIBLE_DEVICES", "TENCENTCLOUD_EMULATOR_GPUS",
+        "CUDA_VISIBLE_DEVICES", "TENCENTCLOUD_EMULATOR_GPUS", "LD_PRELOAD", "TENCENTCLOUD_EMULATOR_REACH",
     }
+    assert env["TENCENTCLOUD_EMULATOR_REACH"] == str(system.parent / "reach")  # the security groups, enforced
     log = (system / "var/log/cloud-init-output.log").read_text()
     assert "running user data" in log
     assert (system / "var/lib/cloud/instance/user-data.txt").read_text() == HELLO

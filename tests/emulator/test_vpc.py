@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -8,7 +9,8 @@ from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentClo
 from tencentcloud.cvm.v20170312 import models as cvm_models
 from tencentcloud.vpc.v20170312 import models
 
-from tests.emulator.cvm_support import run_one
+from tests.emulator.cvm_support import admin_instance, boot, run_one, user_data, wait_file, wait_state
+from tests.emulator_process import EmulatorProcess
 
 
 def test_default_vpc_subnets_and_security_group(vpc: Any) -> None:
@@ -85,3 +87,59 @@ def test_an_instance_is_launched_into_a_group_the_account_created(vpc: Any, cvm:
     request = cvm_models.DescribeInstancesRequest()
     request.InstanceIds = [instance_id]
     assert cvm.DescribeInstances(request).InstanceSet[0].SecurityGroupIds == [group]
+
+
+# Node 0 listens on its own address (metadata local-ipv4) and writes it; node 1 tries it once it can.
+LISTEN = """#!/bin/bash
+python3 - <<'PY'
+import os, socket, urllib.request
+address = urllib.request.urlopen("http://metadata.tencentyun.com/latest/meta-data/local-ipv4").read().decode()
+server = socket.socket()
+server.bind((address, 0))
+server.listen()
+with open(os.environ["HOME"] + "/endpoint.tmp", "w") as f:
+    f.write(f"{address} {server.getsockname()[1]}")
+os.rename(os.environ["HOME"] + "/endpoint.tmp", os.environ["HOME"] + "/endpoint")
+while True:
+    server.accept()[0].close()
+PY
+"""
+CONNECT = """#!/bin/bash
+python3 - <<'PY'
+import os, socket, time
+path = os.environ["HOME"] + "/../../../{server}/system/root/endpoint"
+while not os.path.exists(path):
+    time.sleep(0.05)
+address, port = open(path).read().split()
+for attempt in range(20):
+    try:
+        socket.create_connection((address, int(port)), timeout=5).close()
+        said = "connected"
+    except OSError as exc:
+        said = type(exc).__name__
+    if said == "connected" or attempt == 19:
+        break
+    time.sleep(0.2)
+with open(os.environ["HOME"] + "/said.tmp", "w") as f:
+    f.write(said)
+os.rename(os.environ["HOME"] + "/said.tmp", os.environ["HOME"] + "/said")
+PY
+"""
+
+
+def _pair(emulator: EmulatorProcess, vpc: Any, cvm: Any, groups: list[str]) -> str:
+    """What node 1 got when it connected to node 0, both launched into ``groups``."""
+    server = run_one(cvm, SecurityGroupIds=groups, UserData=user_data(LISTEN))
+    client = run_one(cvm, SecurityGroupIds=groups, UserData=user_data(CONNECT.replace("{server}", server)))
+    boot(emulator, cvm, server)
+    wait_state(cvm, client, "RUNNING")
+    return wait_file(Path(admin_instance(emulator, client)["home"]) / "said", timeout=30)
+
+
+def test_instances_reach_each_other_as_far_as_their_groups_admit(emulator: EmulatorProcess, vpc: Any,
+                                                                 cvm: Any) -> None:
+    closed = _create(vpc, "egress only")
+    _policies(vpc, closed, Egress=[{"Protocol": "ALL", "CidrBlock": "0.0.0.0/0", "Action": "ACCEPT"}])
+    assert _pair(emulator, vpc, cvm, [closed]) == "TimeoutError"  # dropped, as an SG drops a SYN
+    _policies(vpc, closed, Ingress=[{"Protocol": "ALL", "SecurityGroupId": closed, "Action": "ACCEPT"}])
+    assert _pair(emulator, vpc, cvm, [closed]) == "connected"  # the group admits its own members

@@ -41,7 +41,8 @@ from ..runtime.background import Background
 from ..runtime.faults import Faults
 from ..runtime.gpus import GpuPool
 from ..runtime.host import Host
-from ..vpc.models import SecurityGroups
+from ..vpc.models import Policy, SecurityGroups
+from ..vpc.reach import Member, tcp_ports
 from .images import Images
 from .launch import LaunchSpec
 from .records import (
@@ -114,6 +115,7 @@ class Cvm:
         self.gpus = GpuPool(host.devices)
         self.images = Images(images_root, clock.now, config.image_seconds, faults, background)
         self.security_groups = SecurityGroups()  # the VPC API's, which a launch names
+        self._reach_signature: object = None  # what the instances' reach tables were written for (_publish_reach)
 
     # -- lookups -----------------------------------------------------------------------------------------
     def live(self, region: str) -> list[Instance]:
@@ -428,8 +430,30 @@ class Cvm:
         finally:
             self._timers_by_instance = None
         changed = self._reconcile() or changed
+        self._publish_reach()
         self.host.reap()
         return changed
+
+    def _publish_reach(self) -> None:
+        """Each running instance's table of what it may connect to of the others (runtime/netfilter.py), rewritten
+        when an instance starts or stops running or a group's rules change."""
+        if self.host.reach_library is None or not self.host.run_user_data:
+            return
+        running = {rec.instance_id: rec for rec in self.instances.values() if rec.state == RUNNING}
+        signature = (tuple((i, tuple(r.security_group_ids)) for i, r in sorted(running.items())),
+                     tuple(sorted((g.group_id, g.version) for g in self.security_groups.groups.values())))
+        if signature == self._reach_signature:
+            return
+        self._reach_signature = signature
+        members = {i: Member(r.vpc_ip, r.vpc_id, tuple(r.security_group_ids)) for i, r in running.items()}
+        for instance_id, rec in running.items():
+            def rules(group: str, region: str = rec.region) -> tuple[list[Policy], list[Policy]] | None:
+                return self.security_groups.rules(region, group)
+
+            table = [(rec.address, 1, 65535)] + [
+                (running[other].address, low, high) for other, member in members.items() if other != instance_id
+                for low, high in tcp_ports(members[instance_id], member, rules)]
+            self.host.write_reach(instance_id, table)
 
     def _step(self, rec: Instance, now: float) -> bool:
         """Apply the record's earliest event due by ``now``, at its own time."""

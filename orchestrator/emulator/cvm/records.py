@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
+from ..runtime.netfilter import loopback_of
+
 # InstanceState values (shared/reference/tencent-cloud-api.md §2.2).
 PENDING = "PENDING"
 LAUNCH_FAILED = "LAUNCH_FAILED"
@@ -43,7 +45,7 @@ class Instance:
     secret: str  # the password of the instance's proxy URL, which the metadata service checks
     vpc_id: str
     subnet_id: str
-    vpc_ip: str  # allocated from the subnet; the wire shows 127.0.0.1 (see views.py)
+    vpc_ip: str  # allocated from the subnet; the wire shows its loopback form (``address``, views.py)
     security_group_ids: list[str]
     system_disk: dict[str, Any]  # wire form: DiskType, DiskId, DiskSize
     data_disks: list[dict[str, Any]]
@@ -78,6 +80,11 @@ class Instance:
     reclaim_at: float | None = None  # spot instance dies
     holds_capacity: bool = True  # one unit of stock, from purchase until release (or a STOP_CHARGING stop)
     role_secret_id: str = ""  # metadata role credential currently handed out
+
+    @property
+    def address(self) -> str:
+        """Where its processes listen and its peers reach it on this machine (runtime/netfilter.py)."""
+        return loopback_of(self.vpc_ip)
 
     @property
     def billing_id(self) -> str:

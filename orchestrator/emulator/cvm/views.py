@@ -1,10 +1,10 @@
 """Records as the wire shows them: every key is a field of the SDK's model (tencentcloud/cvm/v20170312/models.py),
 so responses deserialize without "fileds are useless" warnings.
 
-Deviation: an instance's private address is reported as 127.0.0.1 (Instance.PrivateIpAddresses, metadata
-local-ipv4). Emulated instances share the host's loopback, so that is where a peer reaches them (a multi-node
-torchrun rendezvous at "node 0's private IP" works); the address allocated from the subnet is kept in the record
-and shown by the admin API only.
+Deviation: an instance's private address is reported in its loopback form, 127 and the last three octets of the
+address allocated from the subnet (Instance.PrivateIpAddresses, metadata local-ipv4). Emulated instances share the
+host's loopback, so that is where a peer reaches them, as far as their security groups let it
+(runtime/netfilter.py); the subnet's address is kept in the record and shown by the admin API.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from .records import PREPAID, STOPPED, ActionTimer, Image, Instance
 from .stock import status_category
 from .times import iso_utc
 
-LOCAL_IPV4 = "127.0.0.1"
 # The public images predate every account; their CreatedTime is fixed.
 PUBLIC_IMAGE_CREATED = "2024-01-01T00:00:00Z"
 
@@ -45,7 +44,7 @@ def instance(rec: Instance) -> dict[str, Any]:
         "InstanceChargeType": rec.charge_type,
         "SystemDisk": rec.system_disk,
         "DataDisks": rec.data_disks,
-        "PrivateIpAddresses": [LOCAL_IPV4],
+        "PrivateIpAddresses": [rec.address],
         "InternetAccessible": rec.internet,
         "VirtualPrivateCloud": {"VpcId": rec.vpc_id, "SubnetId": rec.subnet_id, "AsVpcGateway": False},
         "ImageId": rec.image_id,

@@ -11,7 +11,8 @@ network/interfaces/macs/<mac>/{mac,primary-local-ipv4,vpc-id,subnet-id}, spot/te
 reclaim notice is out), and cam/security-credentials/ (the role name; ``<role>`` gives the STS credential JSON
 CVMRoleCredential reads). public-ipv4 is 404: the emulator assigns no public addresses. A directory lists its
 children one per line, subdirectories with a trailing "/", without a final newline (CVMRoleCredential takes the
-whole body of cam/security-credentials/ as the role name). local-ipv4 is 127.0.0.1: see cvm/views.py.
+whole body of cam/security-credentials/ as the role name). local-ipv4 is the instance's loopback address: see
+cvm/views.py.
 Times are UTC+8 ``YYYY-MM-DD HH:MM:SS`` like spot/termination-time.
 """
 
@@ -29,7 +30,6 @@ from aiohttp import web
 
 from ..cvm.records import PREPAID, Instance
 from ..cvm.times import cst_text, iso_utc
-from ..cvm.views import LOCAL_IPV4
 
 if TYPE_CHECKING:
     from ..cloud import Cloud
@@ -52,14 +52,14 @@ def _meta_data(cloud: Cloud, rec: Instance) -> Tree:
         "instance-id": rec.instance_id,
         "instance-name": rec.name,
         "uuid": rec.uuid,
-        "local-ipv4": LOCAL_IPV4,
+        "local-ipv4": rec.address,
         "mac": mac,
         "app-id": cloud.config.appid,
         "placement": {"region": rec.region, "zone": rec.zone},
         "payment": {"charge-type": rec.charge_type, "create-time": cst_text(rec.created_at)},
         "instance": {"instance-type": rec.instance_type, "image-id": rec.image_id},
         "network": {"interfaces": {"macs": {mac: {
-            "mac": mac, "primary-local-ipv4": LOCAL_IPV4, "vpc-id": rec.vpc_id, "subnet-id": rec.subnet_id,
+            "mac": mac, "primary-local-ipv4": rec.address, "vpc-id": rec.vpc_id, "subnet-id": rec.subnet_id,
         }}}},
     }
     if rec.charge_type == PREPAID and rec.expired_at is not None:

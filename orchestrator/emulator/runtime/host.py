@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import netfilter
 from .background import Background, remove_tree, set_aside
 from .copytree import CopyJob
 from .gpus import Gpu
@@ -49,6 +50,9 @@ class Host:
         # thousand emulated instances cost no processes. It belongs to the machine: a reset keeps it.
         self.run_user_data = True
         root.mkdir(parents=True, exist_ok=True)
+        # The security groups between instances (netfilter.py); None: not enforced (no C compiler). Beside the
+        # instances' root, which a reset replaces.
+        self.reach_library = netfilter.build(root.parent)
         become_subreaper()
 
     def sandbox(self, instance_id: str, local_disks: int = 0) -> Sandbox:
@@ -81,9 +85,16 @@ class Host:
     # -- processes ---------------------------------------------------------------------------------------
     def boot(self, instance_id: str, local_disks: int, secret: str, gpus: list[int], user_data: bytes | None) -> int:
         """Start a boot; returns its process group id."""
-        ctx = BootContext(instance_id, secret, self.endpoint, self.image_python, tuple(gpus), user_data)
+        ctx = BootContext(instance_id, secret, self.endpoint, self.image_python, tuple(gpus), user_data,
+                          self.reach_library)
         group = self._groups[instance_id] = self.sandbox(instance_id, local_disks).boot(ctx)
         return group.pgid
+
+    def write_reach(self, instance_id: str, reachable: list[tuple[str, int, int]]) -> None:
+        """What the instance's processes may connect to of the other instances (netfilter.py)."""
+        sandbox = self.sandbox(instance_id)
+        if sandbox.path.is_dir():
+            netfilter.write_table(sandbox.reach_table, reachable)
 
     def running(self, instance_id: str) -> bool:
         """Some process of the instance's last boot still lives, or its power-off has not finished: until then

@@ -34,6 +34,9 @@ The environment, a contract the orchestrator's agent relies on (nothing is inher
   TENCENTCLOUD_EMULATOR_LOCAL_DISKS  comma-separated local NVMe directories ("" when none)
   CUDA_VISIBLE_DEVICES               the real devices lent to the instance ("" when none, see gpus.py)
   TENCENTCLOUD_EMULATOR_GPUS         the same list, or ``cpu-only``
+  LD_PRELOAD, TENCENTCLOUD_EMULATOR_REACH   the security groups between instances: connect() to another
+              instance's address passes only where its ``reach`` table says (netfilter.py; unset without a C
+              compiler)
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class BootContext:
     image_python: str
     gpus: tuple[int, ...]
     user_data: bytes | None  # None: not a UserData boot
+    reach_library: Path | None = None  # the security groups' preload library (netfilter.py); None: not enforced
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,14 @@ class Sandbox:
             "TENCENTCLOUD_EMULATOR_LOCAL_DISKS": ",".join(str(d) for d in self.local_disks),
             "CUDA_VISIBLE_DEVICES": gpus,
             "TENCENTCLOUD_EMULATOR_GPUS": gpus or "cpu-only",
+            **({} if ctx.reach_library is None else {
+                "LD_PRELOAD": str(ctx.reach_library), "TENCENTCLOUD_EMULATOR_REACH": str(self.reach_table)}),
         }
+
+    @property
+    def reach_table(self) -> Path:
+        """The other instances' addresses and ports this one may connect to (netfilter.py)."""
+        return self.path / "reach"
 
     @property
     def marker(self) -> bytes:

@@ -10,7 +10,7 @@ from orchestrator.agent import host
 def test_on_tencent_cloud_the_host_says_nothing_and_the_agent_looks_for_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TENCENTCLOUD_EMULATOR_ROOT", "TENCENTCLOUD_EMULATOR_LOCAL_DISKS", "TENCENTCLOUD_EMULATOR_GPUS"):
         monkeypatch.delenv(name, raising=False)
-    assert host.current() == host.Host(root=Path("/"), local_disks=None, gpus=None, loopback_only=False)
+    assert host.current() == host.Host(root=Path("/"), local_disks=None, gpus=None)
 
 
 def test_a_sandboxed_host_lists_its_root_disks_and_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -18,7 +18,7 @@ def test_a_sandboxed_host_lists_its_root_disks_and_gpus(monkeypatch: pytest.Monk
     monkeypatch.setenv("TENCENTCLOUD_EMULATOR_LOCAL_DISKS", f"{tmp_path}/nvme0, {tmp_path}/nvme1")
     monkeypatch.setenv("TENCENTCLOUD_EMULATOR_GPUS", "0,3")
     assert host.current() == host.Host(root=tmp_path, local_disks=(tmp_path / "nvme0", tmp_path / "nvme1"),
-                                       gpus=("0", "3"), loopback_only=True)
+                                       gpus=("0", "3"))
     monkeypatch.setenv("TENCENTCLOUD_EMULATOR_LOCAL_DISKS", "")
     monkeypatch.setenv("TENCENTCLOUD_EMULATOR_GPUS", "cpu-only")
     assert (host.current().local_disks, host.current().gpus) == ((), ())

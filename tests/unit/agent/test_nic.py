@@ -11,6 +11,7 @@ from orchestrator.agent.launch import training_env
 
 def test_the_interface_holding_an_address_is_named_exactly_for_nccl_and_by_name_for_gloo() -> None:
     assert nic.interface_of("127.0.0.1") == "lo"
+    assert nic.interface_of("127.16.0.9") == "lo"  # all of 127.0.0.0/8 is the loopback's (an emulated instance's)
     assert nic.socket_env("127.0.0.1") == {"NCCL_SOCKET_IFNAME": "=lo", "GLOO_SOCKET_IFNAME": "lo"}
     for _, name in socket.if_nameindex():  # every interface of this host with an address: found by it
         address = nic._primary_ipv4(name)

@@ -35,7 +35,7 @@ def instance_values(rec: Instance, name: str) -> list[str]:
         "instance-name": [rec.name],
         "instance-charge-type": [rec.charge_type],
         "instance-state": [rec.state],
-        "private-ip-address": [views.LOCAL_IPV4, rec.vpc_ip],
+        "private-ip-address": [rec.address, rec.vpc_ip],
         "image-id": [rec.image_id],
     }[name]
 
