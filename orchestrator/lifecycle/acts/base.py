@@ -22,7 +22,7 @@ from ...providers.tencent.errors import AuthError
 from ...providers.tencent.retry import retrying
 from ...providers.tencent.storage import ObjectStore
 from ...spec.models import JobSpec
-from ...staging import bundle
+from ...staging import bundle, deps
 from ...state.store import JobRecord, NodeRecord, PoolStore, Store
 from ...target import Target
 from ..lease import LeaseGuard
@@ -142,6 +142,28 @@ class ExecutorBase:
         def ensure() -> None:
             if self.state.head(key) is None:
                 retrying(lambda: self.state.put_bytes(key, wheel.data))
+
+        self.ensured.once(self.state, key, ensure)
+        return key
+
+    def _agent_deps(self) -> str | None:
+        """The key of the agent's dependencies for the image's Python in the state bucket, put there unless it is
+        already; None when the plan knows no Python for the image, or they cannot be had (the bootstrap then
+        installs them with pip, as the job's events say)."""
+        python = self.plan.image_python
+        if python is None:
+            return None
+        major, minor = (int(part) for part in python.split("."))
+        try:
+            shipped = deps.for_python((major, minor))
+        except deps.DepsError as exc:
+            self.emit("stage", f"{exc}: the instances install them with pip")
+            return None
+        key = agent_wheel_key(shipped.sha256, shipped.name)
+
+        def ensure() -> None:
+            if self.state.head(key) is None:
+                retrying(lambda: self.state.put_bytes(key, shipped.data))
 
         self.ensured.once(self.state, key, ensure)
         return key
