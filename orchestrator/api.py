@@ -115,18 +115,26 @@ def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
         image=_spec_image(spec, sdk),
         public_images=public_images,
         state_bucket=state_bucket(spec, target),
-        network=_network_facts(spec, sdk),
+        network=_network_facts(spec, sdk, zones),
     )
 
 
-def _network_facts(spec: JobSpec, sdk: TencentSdk) -> NetworkFacts:
+def _network_facts(spec: JobSpec, sdk: TencentSdk, region_zones: list[str]) -> NetworkFacts:
     """The VPC, a subnet per zone and the security groups every launch of the job names (the spec's, else the
-    region's defaults); one PlanError naming what does not exist and how to fix it."""
-    wanted, problems = spec.network, []
+    region's defaults: the default VPC, and the default subnet of each zone the job may use, made where the account
+    has none); one PlanError naming what does not exist and how to fix it."""
+    wanted = spec.network
+    problems: list[str] = []
+    made: list[str] = []
     vpc = wanted.vpc_id or network.default_vpc(sdk)
+    zones = [z for z in (spec.zones or region_zones) if z in region_zones]
+    if vpc is None and zones:
+        vpc, first = network.create_default_vpc(sdk, zones[0])
+        made.append(f"network: created the default VPC {vpc} of {spec.region} (the account had none), with the "
+                    f"default subnet {first} of {zones[0]}")
     if vpc is None:
-        raise PlanError([f"network.vpc_id: {spec.region} has no default VPC in this account. create one (the VPC "
-                         "console's default network) or set network.vpc_id to yours"])
+        raise PlanError([f"network.vpc_id: {spec.region} has no default VPC in this account. set network.vpc_id "
+                         "to yours"])
     if wanted.vpc_id is not None and not network.vpc_exists(sdk, vpc):
         raise PlanError([f"network.vpc_id: {vpc} does not exist in {spec.region}. check the id, or leave it unset "
                          "for the default VPC"])
@@ -137,6 +145,11 @@ def _network_facts(spec: JobSpec, sdk: TencentSdk) -> NetworkFacts:
         if subnet is None or subnet.zone != zone:
             where = "is not a subnet of " + vpc if subnet is None else f"is in {subnet.zone}"
             problems.append(f"network.subnet_ids.{zone}: {subnet_id} {where}. name a subnet of {vpc} in {zone}")
+    if wanted.vpc_id is None and not wanted.subnet_ids:  # the default VPC: each zone gets its default subnet
+        for zone in sorted(set(zones) - {s.zone for s in found}):
+            _, made_id = network.create_default_vpc(sdk, zone)
+            found.append(network.Subnet(made_id, vpc, zone, is_default=True))
+            made.append(f"network: created the default subnet {made_id} of {zone} in {vpc}")
     subnets = dict(wanted.subnet_ids) or {
         zone: min((s for s in found if s.zone == zone), key=lambda s: (not s.is_default, s.subnet_id)).subnet_id
         for zone in {s.zone for s in found}}
@@ -145,7 +158,7 @@ def _network_facts(spec: JobSpec, sdk: TencentSdk) -> NetworkFacts:
     problems += [f"network.security_groups: {g} does not exist in {spec.region}" for g in missing]
     if problems:
         raise PlanError(problems)
-    return NetworkFacts(vpc_id=vpc, subnets=subnets, security_group_ids=groups)
+    return NetworkFacts(vpc_id=vpc, subnets=subnets, security_group_ids=groups, made=made)
 
 
 def _with_cvmjob_group(plan_: Plan, sdk: TencentSdk, spec: JobSpec) -> tuple[Plan, list[str]]:
@@ -292,7 +305,8 @@ class Gathered:
     def facts(self, spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
         # What _gather reads depends on these alone (a sweep may vary any of them across its trials).
         key = json.dumps([spec.region, spec.billing.mode, spec.image and spec.image.model_dump(mode="json"),
-                          state_bucket(spec, target), target.to_json()], sort_keys=True)
+                          state_bucket(spec, target), target.to_json(), spec.zones,
+                          spec.network.model_dump(mode="json")], sort_keys=True)
         if key not in self._facts:
             self._facts[key] = retrying(lambda: _gather(spec, target, sdk), attempts=PLAN_ATTEMPTS)
         return self._facts[key]
@@ -320,8 +334,9 @@ def plan(
     fallback = (spec.billing.mode == "spot" and settings.recovery.falls_back_to_on_demand) or (
         spec.billing.mode == "reserved" and settings.pool_when_busy == "on-demand"
     )
-    plan_, notes = _with_cvmjob_group(make_plan(spec, (gathered or Gathered()).facts(spec, target, sdk), fallback,
-                                                avoid), sdk, spec)
+    facts = (gathered or Gathered()).facts(spec, target, sdk)
+    plan_, notes = _with_cvmjob_group(make_plan(spec, facts, fallback, avoid), sdk, spec)
+    notes = ([] if facts.network is None else list(facts.network.made)) + notes
     notes += retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
     if (mirror := bootstrap.pip_index(plan_)) is not None:
         notes.append(f"network: no public IP, so pip (the bootstrap's, setup's and the training's) installs from "

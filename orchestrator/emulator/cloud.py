@@ -76,7 +76,8 @@ class Cloud:
             s.name: s
             for s in (
                 cvm_api.build(self.cvm),
-                vpc_api.build(lambda: self.created_at, self.security_groups, self.clock.now),
+                vpc_api.build(lambda: self.created_at, self.security_groups, self.clock.now, self.cvm.network,
+                              lambda subnet: any(i.subnet_id == subnet for i in self.cvm.instances.values())),
                 sts_api.build(self.iam, self.web_identity, self.clock.now),
                 billing_api.build(self.billing, self.clock.now, config.uin),
             )
@@ -150,6 +151,7 @@ class Cloud:
             "billing": self.billing.to_state(),
             "cvm": self.cvm.to_state(),
             "security_groups": self.security_groups.to_state(),
+            "default_network_removed": self.cvm.network.to_state(),
             "faults": self.faults.to_state(),
         }
         path = self.state_dir / STATE_FILE
@@ -170,6 +172,7 @@ class Cloud:
         self.billing.restore(state.get("billing", {}))
         self.cvm.restore(state.get("cvm", {}))
         self.security_groups.restore(state.get("security_groups", []))
+        self.cvm.network.restore(state.get("default_network_removed", []))
         self.faults.restore(state.get("faults", {}))
 
     def reset(self, seed: int | None = None) -> None:

@@ -65,6 +65,7 @@ class NetworkFacts:
     vpc_id: str
     subnets: dict[str, str]  # zone -> subnet id
     security_group_ids: list[str]
+    made: list[str] = field(default_factory=list)  # what gathering them created (the plan says it)
 
 
 @dataclass(frozen=True)

@@ -143,3 +143,31 @@ def test_instances_reach_each_other_as_far_as_their_groups_admit(emulator: Emula
     assert _pair(emulator, vpc, cvm, [closed]) == "TimeoutError"  # dropped, as an SG drops a SYN
     _policies(vpc, closed, Ingress=[{"Protocol": "ALL", "SecurityGroupId": closed, "Action": "ACCEPT"}])
     assert _pair(emulator, vpc, cvm, [closed]) == "connected"  # the group admits its own members
+
+
+def test_the_default_network_is_deleted_in_order_and_made_again_by_create_default_vpc(vpc: Any, cvm: Any) -> None:
+    [default] = vpc.DescribeVpcs(models.DescribeVpcsRequest()).VpcSet
+    subnets = vpc.DescribeSubnets(models.DescribeSubnetsRequest()).SubnetSet
+    in_use = next(s for s in subnets if s.Zone == "ap-guangzhou-3")
+    run_one(cvm, Placement={"Zone": "ap-guangzhou-3"})
+
+    def call(action: str, **params: Any) -> Any:
+        request = getattr(models, f"{action}Request")()
+        request.from_json_string(json.dumps(params))
+        return getattr(vpc, action)(request)
+
+    for action, params, code in (("DeleteVpc", {"VpcId": default.VpcId}, "ResourceInUse"),  # it has subnets
+                                 ("DeleteSubnet", {"SubnetId": in_use.SubnetId}, "ResourceInUse"),  # an instance
+                                 ("DeleteSubnet", {"SubnetId": "subnet-00000000"}, "ResourceNotFound")):
+        with pytest.raises(TencentCloudSDKException) as refused:
+            call(action, **params)
+        assert refused.value.code == code
+    for subnet in subnets:
+        if subnet.SubnetId != in_use.SubnetId:
+            call("DeleteSubnet", SubnetId=subnet.SubnetId)
+    with pytest.raises(TencentCloudSDKException) as refused:  # no default subnet left in ap-guangzhou-4
+        run_one(cvm, Placement={"Zone": "ap-guangzhou-4"})
+    assert refused.value.code == "InvalidParameterValue.SubnetNotExist"
+    made = call("CreateDefaultVpc", Zone="ap-guangzhou-4", Force=True).Vpc
+    assert made.VpcId == default.VpcId and made.SubnetId in {s.SubnetId for s in subnets}
+    run_one(cvm, Placement={"Zone": "ap-guangzhou-4"})

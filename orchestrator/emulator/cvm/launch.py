@@ -21,7 +21,7 @@ from typing import Any
 from ..api3.params import Params
 from ..catalog import INSTANCE_TYPES_BY_NAME, ZONES_BY_NAME, InstanceType
 from ..errors import ApiError
-from ..vpc.models import Subnet, default_subnets, default_vpc
+from ..vpc.models import DefaultNetwork, Subnet, default_vpc
 from .query import check_image_id
 from .records import POSTPAID, PREPAID, SPOTPAID
 from .tags import parse_tag_specification
@@ -290,20 +290,26 @@ def _data_disks(params: Params, itype: InstanceType) -> list[dict[str, Any]]:
     return disks
 
 
-def _subnet(params: Params, region: str, zone: str, count: int) -> tuple[Subnet, list[str]]:
+def _subnet(params: Params, region: str, zone: str, count: int,
+            defaults: DefaultNetwork) -> tuple[Subnet, list[str]]:
     """The VPC and subnet: the region's default VPC and the zone's default subnet unless named ("DEFAULT"
-    names them too); fixed private addresses must number InstanceCount and lie in the subnet."""
-    vpc = default_vpc(region)
-    subnets = {s.subnet_id: s for s in default_subnets(region)}
-    zone_subnet = next(s for s in subnets.values() if s.zone == zone)
+    names them too; they must exist: ``defaults``); fixed private addresses must number InstanceCount and lie in
+    the subnet."""
+    vpc = defaults.vpc(region)
+    subnets = {s.subnet_id: s for s in defaults.subnets(region)}
+    zone_subnet = next((s for s in subnets.values() if s.zone == zone), None)
     given = params.obj("VirtualPrivateCloud")
+    vpc_id, subnet_id = ("DEFAULT", "DEFAULT") if given is None else (given.req_str("VpcId"), given.req_str("SubnetId"))
+    if subnet_id == "DEFAULT" and zone_subnet is None:
+        raise ApiError("InvalidParameterValue.SubnetNotExist",
+                       f"{zone} has no default subnet (CreateDefaultVpc makes one): name a subnet.")
     if given is None:
+        assert zone_subnet is not None
         return zone_subnet, []
-    vpc_id, subnet_id = given.req_str("VpcId"), given.req_str("SubnetId")
     if vpc_id != "DEFAULT":
         if not VPC_ID.match(vpc_id):
             raise ApiError("InvalidParameterValue.VpcIdMalformed", f"`{vpc_id}` is not a VPC id like vpc-xxxxxxxx.")
-        if vpc_id != vpc.vpc_id:
+        if vpc is None or vpc_id != vpc.vpc_id:
             raise ApiError("InvalidParameterValue.VpcIdNotExist", f"The VPC `{vpc_id}` does not exist.")
     subnet = zone_subnet
     if subnet_id != "DEFAULT":
@@ -318,6 +324,7 @@ def _subnet(params: Params, region: str, zone: str, count: int) -> tuple[Subnet,
             raise ApiError(
                 "InvalidParameterValue.SubnetIdZoneIdNotMatch", f"The subnet `{subnet_id}` is not in `{zone}`."
             )
+    assert subnet is not None  # named, or the zone's default, checked above
     ips = given.str_list("PrivateIpAddresses")
     if ips and len(ips) != count:
         raise ApiError("InvalidParameterValue.AmountNotEqual", "PrivateIpAddresses must hold InstanceCount addresses.")
@@ -372,9 +379,10 @@ def _unsupported_references(params: Params) -> None:
         raise ApiError("InvalidParameterValue.ChcHostsNotFound", "There are no CHC hosts.")
 
 
-def parse_launch(params: Params, region: str, now: float, *, inquiry: bool = False,
+def parse_launch(params: Params, region: str, now: float, defaults: DefaultNetwork, *, inquiry: bool = False,
                  security_groups: Collection[str] = ()) -> LaunchSpec:
-    """``security_groups``: those the account has in ``region`` (besides its default one)."""
+    """``defaults``: the account's default VPCs and subnets; ``security_groups``: the groups it has in ``region``
+    (besides its default one)."""
     _unsupported_references(params)
     charge_type = _charge_type(params)
     zone = _zone(params, region)
@@ -396,7 +404,7 @@ def parse_launch(params: Params, region: str, now: float, *, inquiry: bool = Fal
             "InvalidParameterValue.CamRoleNameMalformed", "CamRoleName may hold only letters, digits and +=,.@_-."
         )
     timer = params.obj("ActionTimer")
-    subnet, private_ips = _subnet(params, region, zone, count)
+    subnet, private_ips = _subnet(params, region, zone, count, defaults)
     return LaunchSpec(
         region=region,
         zone=zone,

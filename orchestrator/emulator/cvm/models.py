@@ -41,7 +41,7 @@ from ..runtime.background import Background
 from ..runtime.faults import Faults
 from ..runtime.gpus import GpuPool
 from ..runtime.host import Host
-from ..vpc.models import Policy, SecurityGroups
+from ..vpc.models import DefaultNetwork, Policy, SecurityGroups
 from ..vpc.reach import Member, tcp_ports
 from .images import Images
 from .launch import LaunchSpec
@@ -115,6 +115,7 @@ class Cvm:
         self.gpus = GpuPool(host.devices)
         self.images = Images(images_root, clock.now, config.image_seconds, faults, background)
         self.security_groups = SecurityGroups()  # the VPC API's, which a launch names
+        self.network = DefaultNetwork()  # the regions' default VPCs and subnets, as the VPC API left them
         self._reach_signature: object = None  # what the instances' reach tables were written for (_publish_reach)
 
     # -- lookups -----------------------------------------------------------------------------------------

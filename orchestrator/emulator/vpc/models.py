@@ -46,6 +46,37 @@ def subnet_for_zone(zone: str) -> Subnet | None:
     return next((s for s in default_subnets(region) if s.zone == zone), None)
 
 
+class DefaultNetwork:
+    """The regions' default VPCs and their zones' default subnets as the account has them: all there at first (an
+    account that has launched in the console), removed by DeleteSubnet and DeleteVpc, made again by CreateDefaultVpc
+    (which the SDK documents as returning the default VPC and a subnet of the zone asked for)."""
+
+    def __init__(self) -> None:
+        self.removed: set[str] = set()  # ids of default VPCs and subnets deleted
+
+    def vpc(self, region: str) -> Vpc | None:
+        vpc = default_vpc(region)
+        return None if vpc.vpc_id in self.removed else vpc
+
+    def subnets(self, region: str) -> list[Subnet]:
+        if self.vpc(region) is None:
+            return []
+        return [s for s in default_subnets(region) if s.subnet_id not in self.removed]
+
+    def create_default(self, region: str, zone: str) -> tuple[Vpc, Subnet]:
+        """The default VPC, and the zone's default subnet, made again where they were deleted."""
+        subnet = next(s for s in default_subnets(region) if s.zone == zone)
+        vpc = default_vpc(region)
+        self.removed -= {vpc.vpc_id, subnet.subnet_id}
+        return vpc, subnet
+
+    def to_state(self) -> list[str]:
+        return sorted(self.removed)
+
+    def restore(self, state: list[str]) -> None:
+        self.removed = set(state)
+
+
 PROTOCOLS = ("TCP", "UDP", "ICMP", "ICMPV6", "GRE", "ALL")
 
 

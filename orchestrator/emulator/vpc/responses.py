@@ -9,11 +9,11 @@ from typing import Any
 
 from ..api3.dispatch import CallContext, Service
 from ..api3.params import Params
-from ..catalog import REGIONS
+from ..catalog import REGIONS, zones_of
 from ..cvm.tags import tag_filter_values
 from ..errors import ApiError
 from ..ids import new_id
-from .models import PROTOCOLS, Policy, SecurityGroup, SecurityGroups, default_subnets, default_vpc
+from .models import PROTOCOLS, DefaultNetwork, Policy, SecurityGroup, SecurityGroups, default_vpc
 
 SG_ID = re.compile(r"sg-[a-z0-9]{8}")
 
@@ -42,8 +42,10 @@ def _filtered(
     return out
 
 
-def build(created_at: Callable[[], float], groups: SecurityGroups, now: Callable[[], float]) -> Service:
-    """``created_at``: when the account's default network was made; ``now``: the cloud's clock."""
+def build(created_at: Callable[[], float], groups: SecurityGroups, now: Callable[[], float],
+          network: DefaultNetwork, subnet_in_use: Callable[[str], bool]) -> Service:
+    """``created_at``: when the account's default network was made; ``now``: the cloud's clock;
+    ``subnet_in_use``: whether an instance is in the subnet."""
     service = Service("vpc", "2017-03-12")
     created = now
 
@@ -62,8 +64,8 @@ def build(created_at: Callable[[], float], groups: SecurityGroups, now: Callable
 
     @service.action("DescribeVpcs", mutates=False)
     def describe_vpcs(ctx: CallContext, params: Params) -> dict[str, Any]:
-        vpc = default_vpc(region_of(ctx))
-        items = [
+        vpc = network.vpc(region_of(ctx))
+        items = [] if vpc is None else [
             {
                 "VpcName": "Default-VPC",
                 "VpcId": vpc.vpc_id,
@@ -106,7 +108,7 @@ def build(created_at: Callable[[], float], groups: SecurityGroups, now: Callable
                 "IsRemoteVpcSnat": False,
                 "TagSet": [],
             }
-            for s in default_subnets(region_of(ctx))
+            for s in network.subnets(region_of(ctx))
         ]
         items = _filtered(
             items,
@@ -123,6 +125,38 @@ def build(created_at: Callable[[], float], groups: SecurityGroups, now: Callable
             },
         )
         return {"TotalCount": len(items), "SubnetSet": _page(items, params)}
+
+    @service.action("CreateDefaultVpc")
+    def create_default_vpc(ctx: CallContext, params: Params) -> dict[str, Any]:
+        region = region_of(ctx)
+        zones = [z.name for z in zones_of(region)]
+        zone = params.str("Zone") or zones[0]
+        if zone not in zones:
+            raise ApiError("InvalidParameterValue.Malformed", f"`{zone}` is not a zone of {region}.")
+        vpc, subnet = network.create_default(region, zone)
+        return {"Vpc": {"VpcId": vpc.vpc_id, "SubnetId": subnet.subnet_id, "VpcName": "Default-VPC",
+                        "SubnetName": f"Default-Subnet-{zone}", "CidrBlock": subnet.cidr}}
+
+    @service.action("DeleteSubnet")
+    def delete_subnet(ctx: CallContext, params: Params) -> dict[str, Any]:
+        subnet_id = params.req_str("SubnetId")
+        if subnet_id not in {s.subnet_id for s in network.subnets(region_of(ctx))}:
+            raise ApiError("ResourceNotFound", f"The subnet `{subnet_id}` does not exist.")
+        if subnet_in_use(subnet_id):
+            raise ApiError("ResourceInUse", f"The subnet `{subnet_id}` has instances.")
+        network.removed.add(subnet_id)
+        return {}
+
+    @service.action("DeleteVpc")
+    def delete_vpc(ctx: CallContext, params: Params) -> dict[str, Any]:
+        region = region_of(ctx)
+        vpc_id, vpc = params.req_str("VpcId"), network.vpc(region)
+        if vpc is None or vpc.vpc_id != vpc_id:
+            raise ApiError("InvalidVpcId.NotFound", f"The VPC `{vpc_id}` does not exist.")
+        if network.subnets(region):
+            raise ApiError("ResourceInUse", f"The VPC `{vpc_id}` still has subnets: delete them first.")
+        network.removed.add(vpc_id)
+        return {}
 
     def group_view(group_id: str, name: str, description: str, project: str, default: bool, created: str,
                    tags: list[dict[str, str]]) -> dict[str, Any]:

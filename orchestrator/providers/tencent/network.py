@@ -55,6 +55,13 @@ def default_vpc(sdk: TencentSdk) -> str | None:
     return str(found[0]["VpcId"]) if found else None
 
 
+def create_default_vpc(sdk: TencentSdk, zone: str) -> tuple[str, str]:
+    """The region's default VPC and ``zone``'s default subnet in it, made where the account has none (CreateDefaultVpc
+    returns them when they exist; Force: the default VPC even on an account that also has the classic network)."""
+    made = sdk.call("vpc", "CreateDefaultVpc", {"Zone": zone, "Force": True})["Vpc"]
+    return str(made["VpcId"]), str(made["SubnetId"])
+
+
 def vpc_exists(sdk: TencentSdk, vpc_id: str) -> bool:
     return any(v["VpcId"] == vpc_id for v in _listed(sdk, "DescribeVpcs", "VpcSet",
                                                      {"Filters": [_filter("vpc-id", vpc_id)]}))

@@ -53,6 +53,26 @@ def test_the_plan_names_the_default_vpc_each_zones_subnet_and_cvmjobs_group_made
     assert planned.public_bandwidth_mbps is None
 
 
+def test_an_account_without_a_default_network_gets_one_made_and_said(
+        cloud: EmulatorProcess, sdk: TencentSdk, tmp_path: Path) -> None:
+    vpc = str(network.default_vpc(sdk))
+    for subnet in network.subnets(sdk, vpc):
+        sdk.call("vpc", "DeleteSubnet", {"SubnetId": subnet.subnet_id})
+    sdk.call("vpc", "DeleteVpc", {"VpcId": vpc})
+    assert network.default_vpc(sdk) is None
+    report = api.plan(small(tmp_path))
+    remade = network.default_vpc(sdk)
+    subnets = {s.zone: s.subnet_id for s in network.subnets(sdk, str(remade))}
+    assert set(subnets) == {"ap-guangzhou-3", "ap-guangzhou-4"}  # the zones the job may use, no other
+    assert report.notes[:2] == [
+        f"network: created the default VPC {remade} of ap-guangzhou (the account had none), with the default subnet "
+        f"{subnets['ap-guangzhou-3']} of ap-guangzhou-3",
+        f"network: created the default subnet {subnets['ap-guangzhou-4']} of ap-guangzhou-4 in {remade}"]
+    assert report.plan.network is not None and report.plan.network.subnets == subnets
+    assert cloud.admin.calls(action="RunInstances")[-1]["params"]["VirtualPrivateCloud"] == {
+        "VpcId": remade, "SubnetId": subnets["ap-guangzhou-3"]}  # the DryRun names them
+
+
 def test_a_group_made_before_a_crash_gets_its_missing_rules(cloud: EmulatorProcess, sdk: TencentSdk) -> None:
     made = sdk.call("vpc", "CreateSecurityGroup", {"GroupName": "cvmjob", "GroupDescription": "d", "Tags": [
         {"Key": "cvmjob:managed", "Value": network.MANAGED_GROUP}]})["SecurityGroup"]["SecurityGroupId"]
