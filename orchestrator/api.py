@@ -179,9 +179,8 @@ def _agent_deps_note(plan_: Plan) -> str:
     pip = f"the instances install them with pip from {bootstrap.pip_index(plan_) or 'PyPI'}"
     if python is None:
         return f"agent: the image's Python is not known, so its dependencies are not shipped with it: {pip}"
-    major, minor = (int(part) for part in python.split("."))
     try:
-        deps.for_python((major, minor))
+        deps.for_python(python)
     except deps.DepsError as exc:
         return f"agent: {exc}: {pip}"
     return (f"agent: its dependencies for Python {python} ({plan_.image_name}'s) ship with it: the instances need "

@@ -54,9 +54,15 @@ def cache_dir() -> Path:
     return Path(base) / "cvmjob" / "agent-deps"
 
 
+def for_python(version: str) -> Deps:
+    """The dependencies for CPython ``version`` ("3.10") on Linux x86_64, from the cache, this installation or
+    pip."""
+    major, minor = version.split(".")[:2]
+    return _for_python((int(major), int(minor)))
+
+
 @functools.cache
-def for_python(python: tuple[int, int]) -> Deps:
-    """The dependencies for CPython ``python`` on Linux x86_64, from the cache, this installation or pip."""
+def _for_python(python: tuple[int, int]) -> Deps:
     key = hashlib.sha256(repr((AGENT_REQUIREMENTS, python, PLATFORMS)).encode()).hexdigest()[:16]
     cached = cache_dir() / f"cp{python[0]}{python[1]}-{key}.zip"
     if cached.is_file():

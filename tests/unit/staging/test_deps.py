@@ -24,14 +24,14 @@ THIS = sys.version_info[:2]
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    deps.for_python.cache_clear()
+    deps._for_python.cache_clear()
     yield tmp_path / "cache" / "cvmjob" / "agent-deps"
-    deps.for_python.cache_clear()
+    deps._for_python.cache_clear()
 
 
 def test_the_bootstrap_starts_the_agent_on_a_bare_python_with_the_shipped_dependencies(cache: Path,
                                                                                      tmp_path: Path) -> None:
-    shipped = deps.for_python(THIS)  # this interpreter's own packages, offline
+    shipped = deps.for_python(f"{THIS[0]}.{THIS[1]}")  # this interpreter's own packages, offline
     assert shipped.name == f"agent-deps-cp{THIS[0]}{THIS[1]}.zip"
     assert len(list(cache.glob(f"cp{THIS[0]}{THIS[1]}-*.zip"))) == 1  # kept for the next controller
     files = tmp_path / "files"
@@ -75,7 +75,7 @@ def test_another_pythons_compiled_dependencies_are_downloaded_once_as_manylinux_
 
     monkeypatch.setattr(deps.subprocess, "run", pip)
     other = (3, 10) if THIS != (3, 10) else (3, 12)
-    shipped = deps.for_python(other)
+    shipped = deps.for_python(f"{other[0]}.{other[1]}")
     names = zipfile.ZipFile(io.BytesIO(shipped.data)).namelist()
     assert "pydantic_core/_pydantic_core.cpython-310-x86_64-linux-gnu.so" in names  # the wheel pip brought
     assert "pydantic/main.py" in names and "tencentcloud/cvm/v20170312/models.py" in names  # pure: from here
@@ -84,9 +84,9 @@ def test_another_pythons_compiled_dependencies_are_downloaded_once_as_manylinux_
     assert first[first.index("--python-version") + 1] == f"{other[0]}.{other[1]}"
     assert {"--only-binary=:all:", "--no-deps", "--platform=manylinux2014_x86_64"} <= set(first)
     assert any(pin.startswith("pydantic_core==") for pin in first)  # the version pydantic pins
-    deps.for_python.cache_clear()
+    deps._for_python.cache_clear()
     calls = len(asked)
-    assert deps.for_python(other).sha256 == shipped.sha256 and len(asked) == calls  # from the cache
+    assert deps.for_python(f"{other[0]}.{other[1]}").sha256 == shipped.sha256 and len(asked) == calls  # from the cache
 
 
 def test_a_failed_download_says_what_pip_said(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,5 +95,5 @@ def test_a_failed_download_says_what_pip_said(cache: Path, monkeypatch: pytest.M
 
     monkeypatch.setattr(deps.subprocess, "run", offline)
     with pytest.raises(deps.DepsError) as failed:
-        deps.for_python((3, 10) if THIS != (3, 10) else (3, 12))
+        deps.for_python("3.10" if THIS != (3, 10) else "3.12")
     assert str(failed.value).endswith("ERROR: No matching distribution found for fastcrc")
