@@ -11,6 +11,7 @@ once with pip (manylinux x86_64 wheels). Kept in the user's cache (``$XDG_CACHE_
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import io
@@ -65,14 +66,17 @@ def for_python(version: str) -> Deps:
 def _for_python(python: tuple[int, int]) -> Deps:
     key = hashlib.sha256(repr((AGENT_REQUIREMENTS, python, PLATFORMS)).encode()).hexdigest()[:16]
     cached = cache_dir() / f"cp{python[0]}{python[1]}-{key}.zip"
-    if cached.is_file():
-        data = cached.read_bytes()
-    else:
-        data = _installed() if _is_this_interpreter(python) else _downloaded(python)
+    if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_bytes(data)
-        partial.replace(cached)  # another process may have put the same bytes there meanwhile
+        # One maker at a time: the controllers of a sweep's trials, started together, wait for the first.
+        with (cached.parent / f"{cached.name}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not cached.is_file():
+                data = _installed() if _is_this_interpreter(python) else _downloaded(python)
+                partial = cached.with_suffix(f".{os.getpid()}.tmp")
+                partial.write_bytes(data)
+                partial.replace(cached)
+    data = cached.read_bytes()
     return Deps(python, data, hashlib.sha256(data).hexdigest())
 
 

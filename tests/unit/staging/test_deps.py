@@ -7,6 +7,8 @@ import base64
 import io
 import subprocess
 import sys
+import threading
+import time
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -97,3 +99,22 @@ def test_a_failed_download_says_what_pip_said(cache: Path, monkeypatch: pytest.M
     with pytest.raises(deps.DepsError) as failed:
         deps.for_python("3.10" if THIS != (3, 10) else "3.12")
     assert str(failed.value).endswith("ERROR: No matching distribution found for fastcrc")
+
+
+def test_controllers_started_together_download_once(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    downloads: list[tuple[int, int]] = []
+
+    def slow(python: tuple[int, int]) -> bytes:
+        downloads.append(python)
+        time.sleep(0.3)  # long enough for the others to find no cache yet
+        return b"zip"
+
+    monkeypatch.setattr(deps, "_downloaded", slow)
+    other = "3.10" if THIS != (3, 10) else "3.12"
+    threads = [threading.Thread(target=deps._for_python.__wrapped__, args=(tuple(map(int, other.split("."))),))
+               for _ in range(4)]  # each as a process of its own would, past the in-process cache
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(downloads) == 1
