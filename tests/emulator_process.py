@@ -15,7 +15,8 @@ from orchestrator.emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID
 from orchestrator.emulator.launcher import key_of, launch, proxy_free_environment
 
 # Fast lifecycles for tests: seconds of emulated time.
-TEST_TIMINGS = ("--boot-seconds", "0.5", "--terminate-seconds", "0.3", "--image-seconds", "0.5")
+TEST_TIMINGS = ("--boot-seconds", "0.5", "--terminate-seconds", "0.3", "--image-seconds", "0.5",
+                "--driver-install-seconds", "0.3")
 REPO = Path(__file__).resolve().parents[1]
 # Where tests' example data lives: pytest's tmp_path and the checkout (jobs/quickstart/dataset).
 SEED_ROOTS = ("--seed-root", tempfile.gettempdir(), "--seed-root", str(REPO))

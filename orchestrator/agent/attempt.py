@@ -93,6 +93,7 @@ class Attempt:
         self.outputs_uploaded = 0
         self.synced: tuple[int, float | None] = (0, None)  # bytes downloaded, seconds: the result's sync_*
         self._training: Launched | None = None
+        self._collectives: dict[str, str] | None = None  # NCCL/Gloo's interface, once found (_socket_env)
 
     # -- the whole run -------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -322,12 +323,17 @@ class Attempt:
         return {} if index is None else {"PIP_INDEX_URL": index, "PIP_TRUSTED_HOST": urlsplit(index).hostname or ""}
 
     def _socket_env(self) -> dict[str, str]:
-        """The collectives' interface: the one holding the address this node publishes for the rendezvous."""
-        try:
-            address = rendezvous.node_address(self.metadata)
-        except AttemptEnded:  # no local-ipv4 to go by: NCCL and Gloo choose (a one-node job never needed it)
+        """The collectives' interface: the one holding the address this node publishes for the rendezvous. Only
+        between nodes: one node's processes talk over loopback and shared memory, and need no metadata for it."""
+        if self.cfg.nnodes == 1:
             return {}
-        chosen = nic.socket_env(address)
-        if chosen:
-            log.info("collectives on %s (%s)", chosen["GLOO_SOCKET_IFNAME"], address)
-        return chosen
+        if self._collectives is None:
+            try:
+                address = rendezvous.node_address(self.metadata)
+            except AttemptEnded as exc:  # no local-ipv4 to go by: NCCL and Gloo choose
+                log.warning("no interface named for the collectives: %s", exc)
+                return {}
+            self._collectives = nic.socket_env(address)
+            if self._collectives:
+                log.info("collectives on %s (%s)", self._collectives["GLOO_SOCKET_IFNAME"], address)
+        return self._collectives

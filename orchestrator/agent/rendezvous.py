@@ -24,7 +24,7 @@ from orchestrator.providers.tencent.storage import ObjectStore
 
 from .errors import AttemptEnded
 from .launch import Rendezvous
-from .metadata import Metadata
+from .metadata import Metadata, MetadataError
 from .retry import retrying
 from .stop import StopSignal
 
@@ -39,8 +39,18 @@ def free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
+ADDRESS_LOOKS = 5  # the metadata service may be slow to answer a busy host
+
+
 def node_address(metadata: Metadata) -> str:
-    address = metadata.get("local-ipv4")
+    for look in range(1, ADDRESS_LOOKS + 1):
+        try:
+            address = metadata.get("local-ipv4")
+            break
+        except MetadataError as exc:
+            if look == ADDRESS_LOOKS:
+                raise AttemptEnded(Outcome.AGENT_ERROR, f"the metadata service did not answer: {exc}") from exc
+            time.sleep(look)
     if not address:
         raise AttemptEnded(Outcome.AGENT_ERROR, "the metadata service gave no local-ipv4 for the rendezvous")
     return address

@@ -66,7 +66,7 @@ def test_the_driver_installer_reads_its_settings_then_puts_the_driver_on_after_a
     started = time.monotonic()
     done = install(script, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - started >= 1.0  # the emulator's driver_install_seconds
+    assert time.monotonic() - started >= 0.3  # the emulator's driver_install_seconds (the tests' timings)
     assert done.stdout.splitlines()[-1] == "auto_install: NVIDIA driver 535.161.07 installed"
     smi = str(tmp_path / "usr/bin/nvidia-smi")
     env = {"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""}  # no GPU lent: a driver that sees none

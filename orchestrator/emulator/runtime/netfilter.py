@@ -3,9 +3,9 @@ enforces): each instance has an address of its own in 127.0.0.0/8 (its private a
 library preloaded into its processes lets connect() reach another instance's address only on the ports the
 groups admit, as listed in the instance's ``reach`` file.
 
-The library is built from reach.c with the machine's C compiler (``$CC``, else ``cc``) into the state directory,
-once per source. Without a compiler the emulator says so once and does not enforce the groups between instances
-(docs/emulator.md).
+The library is built from reach.c with the machine's C compiler (``$CC``, else ``cc``) into the user's cache
+(``$XDG_CACHE_HOME/cvmjob-emulator``), once per machine and source. Without a compiler the emulator says so once
+and does not enforce the groups between instances (docs/emulator.md).
 """
 
 from __future__ import annotations
@@ -27,10 +27,17 @@ def loopback_of(private_address: str) -> str:
     return "127." + ".".join(private_address.split(".")[1:])
 
 
-def build(state_dir: Path) -> Path | None:
-    """The preload library, built when missing; None (said once in the log) when it cannot be."""
+def build(fallback_dir: Path) -> Path | None:
+    """The preload library, built when missing into the user's cache (once a machine and source; else beside
+    the emulator's state, ``fallback_dir``); None (said once in the log) when it cannot be."""
     source = SOURCE.read_bytes()
-    library = state_dir / f"reach-{hashlib.sha256(source).hexdigest()[:12]}.so"
+    name = f"reach-{hashlib.sha256(source).hexdigest()[:12]}.so"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cvmjob-emulator"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        cache = fallback_dir
+    library = cache / name
     if library.exists():
         return library
     compiler = os.environ.get("CC", "cc")

@@ -8,6 +8,7 @@ import pytest
 
 from orchestrator.agent import rendezvous
 from orchestrator.agent.errors import AttemptEnded
+from orchestrator.agent.metadata import MetadataError
 from orchestrator.agent.stop import StopRequest, StopSignal
 from orchestrator.contract import Outcome
 from tests.unit.agent.fakes import MemoryStore
@@ -80,3 +81,26 @@ def test_waiting_ends_on_a_stop_request_or_the_timeout() -> None:
     with pytest.raises(AttemptEnded) as ended:
         rendezvous.wait_for(MemoryStore(), KEY, StopSignal(), timeout=0.1)  # type: ignore[arg-type]
     assert ended.value.outcome == Outcome.AGENT_ERROR and "no rendezvous" in ended.value.reason
+
+
+class Busy(Metadata):
+    """A metadata service that times out ``busy`` times before it answers."""
+
+    def __init__(self, address: str, busy: int) -> None:
+        super().__init__(address)
+        self.busy = busy
+
+    def get(self, path: str) -> str | None:
+        if self.busy:
+            self.busy -= 1
+            raise MetadataError(f"metadata {path}: timed out")
+        return super().get(path)
+
+
+def test_a_metadata_service_slow_to_answer_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rendezvous.time, "sleep", lambda seconds: None)
+    assert rendezvous.node_address(Busy("10.0.0.5", busy=2)) == "10.0.0.5"  # type: ignore[arg-type]
+    with pytest.raises(AttemptEnded) as ended:
+        rendezvous.node_address(Busy("10.0.0.5", busy=rendezvous.ADDRESS_LOOKS))  # type: ignore[arg-type]
+    assert ended.value.outcome == Outcome.AGENT_ERROR
+    assert ended.value.reason == "the metadata service did not answer: metadata local-ipv4: timed out"
