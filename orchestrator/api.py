@@ -40,7 +40,7 @@ from .contract.tags import TAG_JOB, TAG_MANAGED, TAG_NAME, TAG_OWNER, owner
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .lifecycle.observe import read_node_doc
 from .plan.configure import settings_for
-from .plan.images import shipped_python, too_old
+from .plan.images import too_old
 from .plan.models import Plan
 from .plan.planner import Facts, NetworkFacts, PlanError, PublicImage, make_plan
 from .plan.settings import Settings
@@ -52,7 +52,7 @@ from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
 from .spec.workload import LATEST_OF
-from .staging import bootstrap, deps
+from .staging import bootstrap
 from .staging.launch import launch_request
 from .state import jobdoc
 from .state.home import died_here, state_db, store_url
@@ -106,8 +106,8 @@ def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
     if charge != ChargeType.ON_DEMAND and zones:
         offerings += compute.offerings(sdk, zones, None, ChargeType.ON_DEMAND)
     # Those whose python3 runs the agent: the planner's default never boots one that would fail its bootstrap.
-    public_images = [PublicImage(i.image_id, i.name, public=True, python=shipped_python(i.os_name))
-                     for i in images.public(sdk) if too_old(i.os_name) is None]
+    public_images = [PublicImage(i.image_id, i.name, public=True) for i in images.public(sdk)
+                     if too_old(i.os_name) is None]
     return Facts(
         region=spec.region,
         zones=zones,
@@ -172,21 +172,6 @@ def _with_cvmjob_group(plan_: Plan, sdk: TencentSdk, spec: JobSpec) -> tuple[Pla
     return plan_.model_copy(update={"network": plan_.network.model_copy(update={"security_group_ids": [group]})}), said
 
 
-def _agent_deps_note(plan_: Plan) -> str:
-    """What the plan says of the agent's own dependencies on the instances: shipped with it for the image's Python
-    (made or downloaded now, once per machine: staging/deps.py), else installed there with pip."""
-    python = plan_.image_python
-    pip = f"the instances install them with pip from {bootstrap.pip_index(plan_) or 'PyPI'}"
-    if python is None:
-        return f"agent: the image's Python is not known, so its dependencies are not shipped with it: {pip}"
-    try:
-        deps.for_python(python)
-    except deps.DepsError as exc:
-        return f"agent: {exc}: {pip}"
-    return (f"agent: its dependencies for Python {python} ({plan_.image_name}'s) ship with it: the instances need "
-            "neither pip nor a package index to start it")
-
-
 def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
     """The image the spec names, looked up; None when it names none (the planner then picks a public one)."""
     wanted = spec.image
@@ -209,7 +194,7 @@ def _spec_image(spec: JobSpec, sdk: TencentSdk) -> PublicImage | None:
         raise PlanError([f"image.from_job: no ready image made by a job named {wanted.from_job!r} in {spec.region}. "
                          "run that job with snapshot.enabled: true first, or use image.id"])
     newest = max(made, key=lambda i: i.created() or datetime.min)
-    return PublicImage(newest.image_id, newest.name, public=False, python=shipped_python(newest.os_name))
+    return PublicImage(newest.image_id, newest.name, public=False)
 
 
 def _runs_the_agent(field: str, image: images.ImageView) -> PublicImage:
@@ -219,7 +204,7 @@ def _runs_the_agent(field: str, image: images.ImageView) -> PublicImage:
     if why is not None:
         raise PlanError([f"{field}: {image.name}: {why}. use Ubuntu Server 22.04 or 24.04, or an image with a newer "
                          "python3"])
-    return PublicImage(image.image_id, image.name, public=image.public, python=shipped_python(image.os_name))
+    return PublicImage(image.image_id, image.name, public=image.public)
 
 
 def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:
@@ -340,7 +325,6 @@ def plan(
     if (mirror := bootstrap.pip_index(plan_)) is not None:
         notes.append(f"network: no public IP, so pip (the bootstrap's, setup's and the training's) installs from "
                      f"Tencent's in-VPC mirror {mirror}; network.public_ip gives the instances the internet")
-    notes.append(_agent_deps_note(plan_))
     if plan_.gpu_driver is not None:
         notes.append(f"image: {plan_.image_name} has no GPU driver: the {plan_.gpu_driver.label()} installs at boot "
                      f"(Tencent's auto-install, about 10 minutes of the {spec.limits.bootstrap_timeout // 60:g}-minute "

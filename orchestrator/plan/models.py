@@ -87,7 +87,6 @@ class Plan(BaseModel):
     resume_from: ResumeSource | None = None  # checkpoints.resume_from, resolved at plan time (api.plan)
     network: PlannedNetwork | None = None  # None: planned by a release that named no network (the cloud's defaults)
     gpu_driver: DriverInstall | None = None  # installed at boot on whole GPUs (a public image); None: the image's
-    image_python: str | None = None  # the python3 the image's OS ships ("3.10"); None: not known (the agent's deps)
 
     def driver_for(self, instance_type: str) -> DriverInstall | None:
         """What a launch of ``instance_type`` installs: the plan's driver on a type with whole GPUs, else nothing."""

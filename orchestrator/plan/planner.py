@@ -54,7 +54,6 @@ class PublicImage:
     image_id: str
     name: str
     public: bool = True  # an official image (no GPU driver on it); False: a custom one, which keeps what it has
-    python: tuple[int, int] | None = None  # the python3 its OS ships (plan/images.py); None: not known
 
 
 @dataclass(frozen=True)
@@ -181,7 +180,6 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
         warnings=warnings,
         gpu_memory=memory,
         gpu_driver=driver,
-        image_python=None if image.python is None else ".".join(map(str, image.python)),
     )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import shlex
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..plan.models import DriverInstall, Plan
@@ -35,15 +34,11 @@ for i in 1 2 3 4 5 6; do
   sleep $((i * 5))
 done
 {driver}python3 -m zipfile -e agent.whl lib
-# The agent's own needs: the image's, else those shipped with the agent for this Python (no pip, no index), else
-# pip's. The image provides Python 3.10+ and, for training, torch. Found, not imported: importing them all cost a
-# second of CPU at every boot, and the agent imports them anyway.
-needs() {{
-  PYTHONPATH="$STAGE/lib" python3 -c 'import importlib.util as u, sys
-sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' \\
-    pydantic yaml qcloud_cos fastcrc aiohttp tencentcloud.cvm 2>/dev/null
-}}
-needs || {shipped}python3 -m pip install --quiet --target lib {index}{requirements}
+# The agent's own needs; the image provides Python 3.10+ and, for training, torch.
+# Found, not imported: importing them all cost a second of CPU at every boot, and the agent imports them anyway.
+python3 -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' \\
+    pydantic yaml qcloud_cos fastcrc aiohttp tencentcloud.cvm 2>/dev/null \\
+  || python3 -m pip install --quiet --target lib {index}{requirements}
 PYTHONPATH="$STAGE/lib" exec python3 -m orchestrator.agent.install --stage "$STAGE" \\
   --job {job_id} --attempt {attempt} --node {node}
 """
@@ -83,11 +78,6 @@ fi
 """
 
 
-# Unpacked only on the Python they were made for (their compiled parts are built per version).
-_SHIPPED = ("{{ python3 -c 'import sys; sys.exit(sys.version_info[:2] != ({version}))' "
-            "&& fetch {url} deps.zip && python3 -m zipfile -e deps.zip lib && needs; }} || ")
-
-
 def pip_index(plan: Plan) -> str | None:
     """Tencent's in-VPC mirror for instances without a public IP, which reach no other index; None where pip's own
     index is reachable (a public IP)."""
@@ -96,12 +86,10 @@ def pip_index(plan: Plan) -> str | None:
 
 
 def for_launch(plan: Plan, instance_type: str, job_id: str, attempt: int, node: int, wheel_url: str,
-               config_url: str, deps_url: str | None) -> str:
-    """The UserData of one node of one attempt of a job on ``instance_type`` (the driver goes on whole GPUs);
-    ``deps_url``: the agent's dependencies for the image's Python (staging/deps.py), None when there are none."""
-    shipped = None if deps_url is None or plan.image_python is None else Shipped(plan.image_python, deps_url)
+               config_url: str) -> str:
+    """The UserData of one node of one attempt of a job on ``instance_type`` (the driver goes on whole GPUs)."""
     return user_data(job_id, attempt, node, wheel_url, config_url, pip_index=pip_index(plan),
-                     driver=plan.driver_for(instance_type), deps=shipped)
+                     driver=plan.driver_for(instance_type))
 
 
 # What a presigned URL of the state bucket looks like to the DryRun: as long, and naming nothing.
@@ -111,19 +99,11 @@ _STAND_IN_URL = "http://cvmjob-dry-run.cos.example.invalid/cvmjob/plan-dry-run/a
 def for_dry_run(plan: Plan, instance_type: str) -> str:
     """The UserData the plan's DryRun sends: the launch's, with stand-ins of a presigned URL's length for the job's
     own names and signatures (a job exists only after its plan)."""
-    return for_launch(plan, instance_type, "plan-dry-run", 1, 0, _STAND_IN_URL, _STAND_IN_URL, _STAND_IN_URL)
-
-
-@dataclass(frozen=True)
-class Shipped:
-    """The agent's dependencies shipped with it: for which Python ("3.10"), and where."""
-
-    python: str
-    url: str
+    return for_launch(plan, instance_type, "plan-dry-run", 1, 0, _STAND_IN_URL, _STAND_IN_URL)
 
 
 def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: str,
-              pip_index: str | None = None, driver: DriverInstall | None = None, deps: Shipped | None = None) -> str:
+              pip_index: str | None = None, driver: DriverInstall | None = None) -> str:
     """The base64 UserData for one node of one attempt; ``pip_index``: where its pip installs from, if not pip's
     own index (an instance without a public IP reaches only Tencent's mirror); ``driver``: the NVIDIA driver to
     install."""
@@ -137,8 +117,6 @@ def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: 
         wheel_url=shlex.quote(wheel_url),
         config_url=shlex.quote(config_url),
         requirements=" ".join(shlex.quote(r) for r in AGENT_REQUIREMENTS),
-        shipped="" if deps is None else _SHIPPED.format(
-            version=", ".join(deps.python.split(".")), url=shlex.quote(deps.url)),
         driver="" if driver is None else _DRIVER.format(
             settings=network.DRIVER_SETTINGS, log=network.DRIVER_LOG, installer=shlex.quote(network.DRIVER_INSTALLER),
             driver=driver.driver, cuda=driver.cuda, cudnn=driver.cudnn),

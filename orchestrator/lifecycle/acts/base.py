@@ -22,7 +22,7 @@ from ...providers.tencent.errors import AuthError
 from ...providers.tencent.retry import retrying
 from ...providers.tencent.storage import ObjectStore
 from ...spec.models import JobSpec
-from ...staging import bundle, deps
+from ...staging import bundle
 from ...state.store import JobRecord, NodeRecord, PoolStore, Store
 from ...target import Target
 from ..lease import LeaseGuard
@@ -137,27 +137,11 @@ class ExecutorBase:
     def _agent_wheel(self) -> str:
         """The key of this release's agent wheel in the state bucket, put there unless it is already."""
         wheel = bundle.agent_wheel()
-        return self._shipped(agent_wheel_key(wheel.sha256, wheel.name), wheel.data)
-
-    def _agent_deps(self) -> str | None:
-        """The key of the agent's dependencies for the image's Python in the state bucket, put there unless it is
-        already; None when the plan knows no Python for the image, or they cannot be had (the bootstrap then
-        installs them with pip, as the job's events say)."""
-        if self.plan.image_python is None:
-            return None
-        try:
-            shipped = deps.for_python(self.plan.image_python)
-        except deps.DepsError as exc:
-            self.emit("stage", f"{exc}: the instances install them with pip")
-            return None
-        return self._shipped(agent_wheel_key(shipped.sha256, shipped.name), shipped.data)
-
-    def _shipped(self, key: str, data: bytes) -> str:
-        """``key``, content-addressed, in the state bucket: put once per bucket and process."""
+        key = agent_wheel_key(wheel.sha256, wheel.name)
 
         def ensure() -> None:
             if self.state.head(key) is None:
-                retrying(lambda: self.state.put_bytes(key, data))
+                retrying(lambda: self.state.put_bytes(key, wheel.data))
 
         self.ensured.once(self.state, key, ensure)
         return key

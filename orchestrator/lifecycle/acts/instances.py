@@ -33,7 +33,6 @@ class Instances(ExecutorBase):
 
     def _launch_request(self, job: JobRecord, node: NodeRecord) -> compute.LaunchRequest:
         seconds = self._presign_seconds(job)
-        shipped = self._agent_deps()
         data = bootstrap.for_launch(
             self.plan,
             node.instance_type,
@@ -43,7 +42,6 @@ class Instances(ExecutorBase):
             # Ensured here too: a job staged by an earlier release has its wheel elsewhere.
             wheel_url=self.state.presigned_get_url(self._agent_wheel(), seconds),
             config_url=self.state.presigned_get_url(self.layout.agent_config(node.attempt, node.node), seconds),
-            deps_url=None if shipped is None else self.state.presigned_get_url(shipped, seconds),
         )
         return launch_request(
             self.spec, node, self.plan.image_id,
