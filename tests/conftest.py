@@ -14,9 +14,9 @@ pytest_plugins = ["tests.postgres"]  # postgres_url, store_url
 # Tests talk to 127.0.0.1 only; an inherited proxy would capture SDK calls.
 for _name in set(os.environ) - set(clean_env()):
     del os.environ[_name]
-# One download cache for every CLI and controller the tests start, whatever HOME they give them (the fault worlds
-# give each its own): the agent's dependencies for the images' Python are made once a machine (staging/deps.py),
-# not once a scenario.
+# One cache for every emulator, CLI and controller the tests start, whatever HOME they give them (the fault worlds
+# give each its own): the emulator's security-group library is built once a machine (runtime/netfilter.py), not
+# once a scenario.
 os.environ.setdefault("XDG_CACHE_HOME", str(Path.home() / ".cache"))
 
 TESTS = Path(__file__).resolve().parent

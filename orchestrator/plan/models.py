@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..contract import ResumeSource
 from ..providers.tencent.vocabulary import ChargeType
+from ..spec.compute import GpuDriver
 from .sizing import MemoryEstimate
 
 
@@ -54,20 +55,6 @@ class PlannedNetwork(BaseModel):
     public_bandwidth_mbps: int | None = None
 
 
-class DriverInstall(BaseModel):
-    """The NVIDIA driver that the UserData of a launch on whole GPUs installs (Tencent's auto-install: no public
-    image carries it); the agent waits for it before preflight."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    driver: str
-    cuda: str
-    cudnn: str
-
-    def label(self) -> str:
-        return f"NVIDIA driver {self.driver} (CUDA {self.cuda}, cuDNN {self.cudnn})"
-
-
 class Plan(BaseModel):
     # Frozen: a stored plan's decoding is shared by every reading of the same record (state/store.py).
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -86,9 +73,9 @@ class Plan(BaseModel):
     gpu_memory: MemoryEstimate | None = None  # what each GPU must hold, from instance.need.model
     resume_from: ResumeSource | None = None  # checkpoints.resume_from, resolved at plan time (api.plan)
     network: PlannedNetwork | None = None  # None: planned by a release that named no network (the cloud's defaults)
-    gpu_driver: DriverInstall | None = None  # installed at boot on whole GPUs (a public image); None: the image's
+    gpu_driver: GpuDriver | None = None  # installed at boot on whole GPUs (a public image); None: the image's
 
-    def driver_for(self, instance_type: str) -> DriverInstall | None:
+    def driver_for(self, instance_type: str) -> GpuDriver | None:
         """What a launch of ``instance_type`` installs: the plan's driver on a type with whole GPUs, else nothing."""
         gpus = next((c.gpus for c in self.candidates if c.instance_type == instance_type), 0)
         return self.gpu_driver if gpus >= 1 else None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from ..errors import CvmjobError
 from ..providers.tencent.compute import Offering
 from ..providers.tencent.vocabulary import ChargeType, StockStatus
-from ..spec.compute import GpuDriver
+from ..spec.compute import GpuDriver, ImageSpec
 from ..spec.gpus import (
     GPU_MEMORY_GIB,
     GPU_MODELS,
@@ -27,7 +27,7 @@ from ..spec.gpus import (
 )
 from ..spec.models import JobSpec
 from ..spec.suggest import did_you_mean
-from .models import DriverInstall, Placement, Plan, PlannedNetwork, Rejected
+from .models import Placement, Plan, PlannedNetwork, Rejected
 from .sizing import (
     GIB,
     MemoryEstimate,
@@ -184,7 +184,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
 
 
 def _driver(spec: JobSpec, image: PublicImage, candidates: list[Placement],
-            warnings: list[str]) -> DriverInstall | None:
+            warnings: list[str]) -> GpuDriver | None:
     """The driver the UserData installs: on a public image (none carries one) when a candidate has whole GPUs and
     the spec did not say none. A vGPU slice needs NVIDIA's GRID driver instead, which the auto-install does not set
     up and whose public images ship a python3 too old for the agent."""
@@ -194,10 +194,10 @@ def _driver(spec: JobSpec, image: PublicImage, candidates: list[Placement],
     if vgpu:
         warnings.append(f"{', '.join(vgpu)}: a vGPU type needs the GRID driver, which no public image with Python "
                         f"3.10+ carries. set image.id to an image that has it")
-    wanted = spec.image.gpu_driver if spec.image is not None else GpuDriver()
+    wanted = (spec.image or ImageSpec()).gpu_driver  # the spec's default when it names no image
     if wanted == "none" or not any(c.gpus >= 1 for c in candidates):
         return None
-    return DriverInstall(driver=wanted.driver, cuda=wanted.cuda, cudnn=wanted.cudnn)
+    return wanted
 
 
 def _cheapest_first(placements: list[Placement], zones: list[str]) -> list[Placement]:

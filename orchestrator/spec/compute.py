@@ -138,6 +138,9 @@ class GpuDriver(SpecModel):
     cudnn: DriverVersion = "8.9.7"
     """cuDNN's version."""
 
+    def label(self) -> str:
+        return f"NVIDIA driver {self.driver} (CUDA {self.cuda}, cuDNN {self.cudnn})"
+
 
 class ImageSpec(SpecModel):
     """The image to boot: at most one of ``id``, ``name`` or ``from_job`` (none: the planner picks an official

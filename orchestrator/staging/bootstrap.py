@@ -14,8 +14,9 @@ import base64
 import shlex
 from urllib.parse import urlsplit
 
-from ..plan.models import DriverInstall, Plan
+from ..plan.models import Plan
 from ..providers.tencent import network
+from ..spec.compute import GpuDriver
 
 MAX_USER_DATA = 16 * 1024  # RunInstances: UserData is base64, at most 16 KB
 
@@ -103,7 +104,7 @@ def for_dry_run(plan: Plan, instance_type: str) -> str:
 
 
 def user_data(job_id: str, attempt: int, node: int, wheel_url: str, config_url: str,
-              pip_index: str | None = None, driver: DriverInstall | None = None) -> str:
+              pip_index: str | None = None, driver: GpuDriver | None = None) -> str:
     """The base64 UserData for one node of one attempt; ``pip_index``: where its pip installs from, if not pip's
     own index (an instance without a public IP reaches only Tencent's mirror); ``driver``: the NVIDIA driver to
     install."""

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.plan.models import DriverInstall, Plan
+from orchestrator.plan.models import Plan
 from orchestrator.plan.planner import Facts, PlanError, PublicImage, make_plan
 from orchestrator.providers.tencent.compute import Offering
 from orchestrator.spec import JobSpec
+from orchestrator.spec.compute import GpuDriver
 
 ZONES = ["ap-guangzhou-3", "ap-guangzhou-4"]
 PRICES = {"GN7.2XLARGE32": 8.69, "GN7.2XLARGE40": 4.66, "GN7.5XLARGE80": 13.3, "GN7.10XLARGE160": 22.12,
@@ -81,13 +82,13 @@ def test_on_demand_plan_tries_the_zones_in_order_and_prices_the_runtime() -> Non
     ]
     assert plan.estimated_cost == round(8.69 * 2, 2)
     assert plan.image_id == "img-487zeit5"  # an official Ubuntu: no public image carries the GPU driver...
-    assert plan.gpu_driver == DriverInstall(driver="535.161.07", cuda="12.4.0", cudnn="8.9.7")  # ...it installs
+    assert plan.gpu_driver == GpuDriver(driver="535.161.07", cuda="12.4.0", cudnn="8.9.7")  # ...it installs
 
 
 def test_the_driver_installs_on_whole_gpus_of_a_public_image_unless_the_spec_says_none() -> None:
     chosen = make_plan(spec(image={"gpu_driver": {"driver": "550.54.15", "cuda": "12.4.1", "cudnn": "9.1.0"}}),
                        facts())
-    assert chosen.gpu_driver == DriverInstall(driver="550.54.15", cuda="12.4.1", cudnn="9.1.0")
+    assert chosen.gpu_driver == GpuDriver(driver="550.54.15", cuda="12.4.1", cudnn="9.1.0")
     assert chosen.driver_for("GN7.2XLARGE32") == chosen.gpu_driver
     assert chosen.driver_for("S5.LARGE8") is None  # not a candidate, no GPUs: nothing to install
     assert make_plan(spec(image={"gpu_driver": "none"}), facts()).gpu_driver is None
