@@ -8,7 +8,7 @@ CLIENTS_VENV ?= .venv-clients
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[train,dev]'
+	$(VENV)/bin/pip install -q -e '.[dev]'  # dev pulls every extra (all): the suite exercises each
 	touch $@
 
 # tccli and coscmd pull the monolithic Tencent SDK (~400 MB); they live in their own virtualenv so it never

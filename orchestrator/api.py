@@ -10,13 +10,13 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .agent.manifest import entries_of, read_manifest
 from .billing import funds
@@ -51,14 +51,18 @@ from .providers.tencent.retry import retrying
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
+from .spec.secrets import with_secrets
 from .spec.workload import LATEST_OF
 from .staging import bootstrap
+from .staging.agent_config import locations
 from .staging.launch import launch_request
+from .staging.secrets import gather as gather_secrets
 from .state import jobdoc
 from .state.home import died_here, state_db, store_url
 from .state.machine import JobState
 from .state.store import Event, JobRecord, NewJob, NodeRecord, PoolStore, Store
 from .target import Target, connect, embedded, reconnect, resolve
+from .target.doctor import Check, run_checks
 
 PLAN_ATTEMPTS = 12  # within retrying's 60 s: throttling under a burst of launches lasts seconds
 POLL_SECONDS = 2.0  # following a job from outside its controller: its logs, its end
@@ -83,20 +87,26 @@ def new_job_id() -> str:
 
 
 JOB_ID = re.compile(r"job-[0-9a-f]{8}")  # new_job_id()'s form: only a full id is looked for in the state bucket
-REMOTE_HOW = ("a job of another machine is found in the state bucket of CVMJOB_REGION (default ap-guangzhou) and "
-              "CVMJOB_STATE_BUCKET (default cvmjob-<APPID>), with this machine's keys")
+REMOTE_HOW = ("a job of another machine is found in each region's default state bucket (cvmjob-<region>-<APPID>), "
+              "or in CVMJOB_STATE_BUCKET of CVMJOB_REGION when set, with this machine's keys")
+HOME_REGION = "ap-guangzhou"  # where CVMJOB_STATE_BUCKET is looked for when CVMJOB_REGION is unset
 
 
 def default_state_bucket(target: Target) -> str:
     """The state bucket of a job this machine did not submit, and the one gc looks in first: CVMJOB_STATE_BUCKET,
-    else the account's default."""
+    else the region's default."""
     return os.environ.get("CVMJOB_STATE_BUCKET") or state_bucket(None, target)
 
 
+def region_state_bucket(region: str, appid: str) -> str:
+    """A region's default state bucket. One per region: an instance reaches COS of its own region only (across
+    regions COS is served on the public network alone), and any machine with the keys finds it by name."""
+    return f"cvmjob-{region}-{appid}"
+
+
 def state_bucket(spec: JobSpec | None, target: Target) -> str:
-    """The spec's ``storage.bucket``, else the account's default (also where a job of another machine is looked
-    for: ``spec`` None)."""
-    return (spec.storage.bucket if spec is not None else None) or f"cvmjob-{target.appid}"
+    """The spec's ``storage.bucket``, else the region's default."""
+    return (spec.storage.bucket if spec is not None else None) or region_state_bucket(target.region, target.appid)
 
 
 def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
@@ -116,7 +126,22 @@ def _gather(spec: JobSpec, target: Target, sdk: TencentSdk) -> Facts:
         public_images=public_images,
         state_bucket=state_bucket(spec, target),
         network=_network_facts(spec, sdk, zones),
+        # The account's spot vCPUs per zone (50 by default): a type the quota cannot hold is never planned on spot.
+        spot_quotas=compute.spot_quotas(sdk, zones) if charge == ChargeType.SPOT and zones else None,
+        hpc_cluster=_hpc_cluster(spec, sdk),
     )
+
+
+def _hpc_cluster(spec: JobSpec, sdk: TencentSdk) -> compute.HpcCluster | None:
+    """The spec's network.hpc_cluster_id as the cloud has it; one PlanError when it has none of that id."""
+    wanted = spec.network.hpc_cluster_id
+    if wanted is None:
+        return None
+    found = compute.hpc_clusters(sdk, [wanted]).get(wanted)
+    if found is None:
+        raise PlanError([f"network.hpc_cluster_id: {wanted} is not an HPC cluster of {spec.region}. create one in "
+                         "the zone of the HCC instances (CreateHpcCluster, or the console), or leave it unset"])
+    return found
 
 
 def _network_facts(spec: JobSpec, sdk: TencentSdk, region_zones: list[str]) -> NetworkFacts:
@@ -207,35 +232,77 @@ def _runs_the_agent(field: str, image: images.ImageView) -> PublicImage:
     return PublicImage(image.image_id, image.name, public=image.public)
 
 
-def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> list[str]:
-    """Buckets and prefixes the job reads must exist; returns notes for what will be created."""
+def _check_storage(spec: JobSpec, sdk: TencentSdk, plan: Plan) -> tuple[dict[str, str], list[str]]:
+    """Buckets and prefixes the job reads must exist, in the job's region unless network.allow_cross_region lets
+    them be elsewhere (the state bucket never); returns those elsewhere with their regions (Plan.bucket_regions),
+    and notes for what will be created or crosses regions."""
     problems: list[str] = []
     notes: list[str] = []
+    where = buckets.regions(sdk)  # the account's buckets; another account's (shared data) is not listed
+    elsewhere: dict[str, str] = {}
+    for name, bucket in _buckets_of(spec, plan):
+        region = where.get(bucket, spec.region)
+        if region == spec.region:
+            continue
+        if spec.network.allow_cross_region and name != "storage.bucket":
+            elsewhere[bucket] = region
+            notes.append(f"{name}: bucket {bucket} is in {region}: reached over the public network "
+                         "(network.allow_cross_region), slower than COS of the job's region and billed as traffic")
+            continue
+        why = ("the agents and the controller keep the job's state there: name a bucket of the job's region, or "
+               "leave storage.bucket unset") if name == "storage.bucket" else (
+            f"use a bucket in {spec.region} (copy the data there), run the job in {region}, or set "
+            "network.allow_cross_region with network.public_ip")
+        problems.append(f"{name}: bucket {bucket} is in {region} and the job runs in {spec.region}: Tencent "
+                        "serves COS across regions on the public network only, which the instances do not reach "
+                        f"without a public IP (and which bills the traffic). {why}")
+    if problems:
+        raise PlanError(problems)
+
+    def store(bucket: str) -> ObjectStore:
+        return ObjectStore(sdk.for_region(elsewhere.get(bucket, spec.region)), bucket)
+
     for index, source in enumerate(spec.data):
-        store = ObjectStore(sdk, source.source.bucket)
-        if not store.bucket_exists():
+        data = store(source.source.bucket)
+        if not data.bucket_exists():
             problems.append(
                 f"data.{index}.source: bucket {source.source.bucket} does not exist. create it or fix the bucket name"
             )
-        elif next(store.iter_objects(source.source.prefix), None) is None:
+        elif next(data.iter_objects(source.source.prefix), None) is None:
             problems.append(f"data.{index}.source: {source.source} is empty. upload the data or fix the prefix")
     for name, uri in (
         ("checkpoints.upload_to", spec.checkpoints.upload_to),
         ("outputs.upload_to", spec.outputs.upload_to),
     ):
-        if uri is not None and not ObjectStore(sdk, uri.bucket).bucket_exists():
+        if uri is not None and not store(uri.bucket).bucket_exists():
             problems.append(f"{name}: bucket {uri.bucket} does not exist. create it or leave {name} unset")
     if not ObjectStore(sdk, plan.state_bucket).bucket_exists():
         notes.append(f"the state bucket {plan.state_bucket} will be created")
     if problems:
         raise PlanError(problems)
-    return notes
+    return elsewhere, notes
+
+
+def _buckets_of(spec: JobSpec, plan: Plan) -> list[tuple[str, str]]:
+    """(the spec field that names it, the bucket) for every bucket the job's instances read or write."""
+    named = [(f"data.{i}.source", d.source.bucket) for i, d in enumerate(spec.data)]
+    named += [(name, uri.bucket) for name, uri in (("checkpoints.upload_to", spec.checkpoints.upload_to),
+                                                    ("outputs.upload_to", spec.outputs.upload_to)) if uri is not None]
+    return [*named, ("storage.bucket", plan.state_bucket)]
 
 
 def job_checkpoints(job: JobRecord) -> Location:
     """Where the job's checkpoints and their manifest are (contract.checkpoints_location, from its spec's
     ``checkpoints.upload_to`` and its plan's state bucket)."""
     return checkpoints_location(job.job_id, job.plan.state_bucket, job.spec.checkpoints.upload_to)
+
+
+def result_place(job: JobRecord, which: Literal["outputs", "checkpoints"]) -> tuple[ObjectStore, Location]:
+    """Where the job's outputs or checkpoints are (as its agents were told), and the bucket to read them through,
+    in its own region (Plan.bucket_regions)."""
+    place = getattr(locations(job.job_id, job.spec, job.plan.state_bucket), which)
+    sdk = connect(reconnect(job.target))
+    return ObjectStore(sdk.for_region(job.plan.bucket_regions.get(place.bucket, sdk.region)), place.bucket), place
 
 
 def _latest_checkpoint(sdk: TencentSdk, job: JobRecord) -> tuple[Location, int] | None:
@@ -279,6 +346,23 @@ def _resume_source(spec: JobSpec, sdk: TencentSdk, store: Store) -> tuple[Resume
         f"{what}: starts from step {found[1]} of {job.job_id} until it has a checkpoint of its own"]
 
 
+def _source_elsewhere(spec: JobSpec, store: Store, source: ResumeSource | None) -> dict[str, str]:
+    """The region of the checkpoints a job resumes from when they are in another region (the source job's
+    network.allow_cross_region put them there), which this job must allow too."""
+    job = None if source is None else store.get(source.job_id)
+    if source is None or job is None:
+        return {}
+    bucket = source.checkpoints.bucket
+    region = job.plan.bucket_regions.get(bucket)
+    if region is None:
+        return {}
+    if not spec.network.allow_cross_region:
+        raise PlanError([f"checkpoints.resume_from: the checkpoints of {job.job_id} are in bucket "
+                         f"{bucket} of {region}, which this job's instances reach over the public network only. set "
+                         "network.allow_cross_region with network.public_ip"])
+    return {bucket: region}
+
+
 class Gathered:
     """The cloud's facts for planning (zones, offerings, images), gathered once for every spec that needs the same
     ones: a sweep plans each dispatch round's trials from one gathering, not one per trial."""
@@ -300,17 +384,21 @@ def plan(
     spec_path: Path, overrides: list[str] | None = None, force_emulator: bool = False, name: str | None = None,
     document: dict[str, Any] | None = None, store: Store | None = None,
     avoid: Mapping[tuple[str, str], str] | None = None, gathered: Gathered | None = None,
+    secret_names: Sequence[str] = (),
 ) -> PlanReport:
     """Everything `cvmjob plan` shows; no side effects but the region's cvmjob security group, made the first time
     a plan needs it (the only other write-like call is a DryRun). ``document``: the
     spec's mapping, already read (a sweep's trial); ``spec_path`` is still where its relative paths start.
     ``store``: where ``checkpoints.resume_from`` is looked up (default: this machine's). ``avoid``: placements
     (zone, instance type) the plan must not use, and why. ``gathered``: the cloud's facts, shared with other
-    plans (default: gathered for this one)."""
+    plans (default: gathered for this one). ``secret_names``: names added to the spec's (`run --secret`); each must be
+    set in this environment, where submit reads their values."""
     overrides = list(overrides or [])
     if name:
         overrides.append(f"name={name}")
     spec, policies = load_job(spec_path, overrides, document)
+    spec = with_secrets(spec, secret_names)
+    gather_secrets(spec.secrets, os.environ)  # a missing one is said before anything is made
     settings = settings_for(spec, policies.recovery, policies.pool)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)
@@ -321,7 +409,9 @@ def plan(
     facts = (gathered or Gathered()).facts(spec, target, sdk)
     plan_, notes = _with_cvmjob_group(make_plan(spec, facts, fallback, avoid), sdk, spec)
     notes = ([] if facts.network is None else list(facts.network.made)) + notes
-    notes += retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
+    elsewhere, said = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
+    plan_ = plan_.model_copy(update={"bucket_regions": elsewhere})
+    notes += said
     if (mirror := bootstrap.pip_index(plan_)) is not None:
         notes.append(f"network: no public IP, so pip (the bootstrap's, setup's and the training's) installs from "
                      f"Tencent's in-VPC mirror {mirror}; network.public_ip gives the instances the internet")
@@ -332,7 +422,9 @@ def plan(
     if spec.checkpoints.resume_from is not None:
         jobs = store if store is not None else Store(store_url())
         source, said = retrying(lambda: _resume_source(spec, sdk, jobs), attempts=PLAN_ATTEMPTS)
-        plan_ = plan_.model_copy(update={"resume_from": source})
+        plan_ = plan_.model_copy(update={"resume_from": source,
+                                         "bucket_regions": {**plan_.bucket_regions, **_source_elsewhere(spec, jobs,
+                                                                                                        source)}})
         notes += said
     if spec.cam_role is None and sdk.credential.get_credential_info()[2]:
         # The agents' short-lived keys come from GetFederationToken, which STS refuses to temporary keys
@@ -385,7 +477,7 @@ def fingerprint_of(report: PlanReport) -> Fingerprint:
     """The planned job's inputs (`run --if-changed`): its data listings, workdir, spec, image, cvmjob's version."""
     sdk = connect(report.target)
     return retrying(lambda: fingerprint.take(report.spec, report.plan.image_id, report.spec_path.resolve().parent,
-                                             sdk))
+                                             sdk, report.plan.bucket_regions))
 
 
 def reusable(report: PlanReport, taken: Fingerprint) -> FingerprintEntry | None:
@@ -444,6 +536,10 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
     sweep's trial names its job before the job exists). ``inputs``: its fingerprint (`run --if-changed`), entered
     in the index once it has succeeded on unchanged data."""
     job_id = job_id or new_job_id()
+    state = ObjectStore(connect(report.target), report.plan.state_bucket)
+    if report.spec.secrets:  # before the job exists: no controller may launch it without them
+        _put_secrets(state, JobLayout(job_id).secrets,
+                     gather_secrets(report.spec.secrets, os.environ).model_dump(mode="json"))
     created = now()
     store.create_job(
         NewJob(job_id=job_id, name=report.spec.name, spec=report.spec, plan=report.plan, target=report.target,
@@ -453,8 +549,19 @@ def submit(report: PlanReport, store: Store, now: Callable[[], float] = time.tim
     # At once, so that another machine can follow the job from its first second (a CI workflow's next step).
     job = store.get(job_id)
     assert job is not None
-    jobdoc.publish(ObjectStore(connect(report.target), report.plan.state_bucket), job, [], store.events(job_id))
+    jobdoc.publish(state, job, [], store.events(job_id))
     return job_id
+
+
+def _put_secrets(state: ObjectStore, key: str, doc: dict[str, Any]) -> None:
+    """secrets.json in the job's folder of the state bucket (made when missing: a first job's submission comes
+    before its staging); the job's agents read it with their scoped keys at every attempt, whichever controller
+    launched it."""
+    try:
+        retrying(lambda: state.put_json(key, doc))
+    except NotFoundError:
+        retrying(state.create_bucket)
+        retrying(lambda: state.put_json(key, doc))
 
 
 def find_job(store: Store, ref: str, names: bool = True) -> JobRecord:
@@ -467,10 +574,12 @@ def find_job(store: Store, ref: str, names: bool = True) -> JobRecord:
     if not matches:
         if not JOB_ID.fullmatch(ref):
             raise JobNotFound(f"no job {ref!r}: `cvmjob ls` lists them")
-        elsewhere = remote_job(ref)
+        states = _remote_states()  # listed once: the lookup and, when it finds nothing, the error name them
+        elsewhere = remote_job(ref, states)
         if elsewhere is None:
-            raise JobNotFound(f"no job {ref!r} in this store, nor in the state bucket {_remote_where()}: `cvmjob ls` "
-                              f"lists this store's jobs; {REMOTE_HOW}")
+            looked = _remote_where(states)
+            raise JobNotFound(f"no job {ref!r} in this store, nor in the state buckets {looked}: `cvmjob ls` lists "
+                              f"this store's jobs; {REMOTE_HOW}")
         return elsewhere[0]
     if len(matches) > 1 and matches[0].job_id != ref and matches[0].name != ref:
         ids = ", ".join(j.job_id for j in matches[:5])
@@ -486,23 +595,42 @@ def job_history(store: Store, job: JobRecord) -> tuple[list[NodeRecord], list[Ev
     return (elsewhere[1], elsewhere[2]) if elsewhere is not None else ([], [])
 
 
-def _remote_state() -> ObjectStore:
-    target = resolve(os.environ.get("CVMJOB_REGION") or "ap-guangzhou")
-    return ObjectStore(connect(target), default_state_bucket(target))
+def _remote_states() -> list[ObjectStore]:
+    """Where a job of another machine may be: CVMJOB_STATE_BUCKET of CVMJOB_REGION when set, else the default
+    state bucket of every region that has one (GET Service names each bucket's region), CVMJOB_REGION's first."""
+    home = resolve(os.environ.get("CVMJOB_REGION") or HOME_REGION)
+    sdk = connect(home)
+    if os.environ.get("CVMJOB_STATE_BUCKET"):
+        return [ObjectStore(sdk, default_state_bucket(home))]
+    found = retrying(lambda: buckets.regions(sdk))
+    ours = sorted((region != home.region, region) for name, region in found.items()
+                  if name == region_state_bucket(region, home.appid))
+    return [ObjectStore(sdk if region == home.region else connect(resolve(region, home.embedded)),
+                        region_state_bucket(region, home.appid)) for _, region in ours]
 
 
-def _remote_where() -> str:
-    state = _remote_state()
-    return f"{state.bucket} ({state.sdk.region})"
+def _remote_where(states: list[ObjectStore]) -> str:
+    return ", ".join(f"{state.bucket} ({state.sdk.region})" for state in states) or "(none: no region has one)"
 
 
-def remote_job(job_id: str) -> tuple[JobRecord, list[NodeRecord], list[Event]] | None:
-    """The job as its controller last published it (jobdoc), or None when the state bucket has no such job."""
-    state = _remote_state()
-    try:
-        return retrying(lambda: jobdoc.fetch(state, job_id)) if state.bucket_exists() else None
-    except ValueError as exc:
-        raise JobNotFound(f"{job_id}: its job.json in {state.bucket} cannot be read: {exc}") from exc
+def remote_job(job_id: str, states: list[ObjectStore] | None = None
+               ) -> tuple[JobRecord, list[NodeRecord], list[Event]] | None:
+    """The job as its controller last published it (jobdoc), or None when no state bucket (``states``: default,
+    every region's, _remote_states) has such a job."""
+    for state in states if states is not None else _remote_states():
+        try:
+            found = retrying(partial(jobdoc.fetch, state, job_id)) if state.bucket_exists() else None
+        except ValueError as exc:
+            raise JobNotFound(f"{job_id}: its job.json in {state.bucket} cannot be read: {exc}") from exc
+        if found is not None:
+            return found
+    return None
+
+
+def doctor(region: str, force_emulator: bool = False) -> list[Check]:
+    """`cvmjob doctor`: whether this machine's keys could run a job in ``region`` (target/doctor.py)."""
+    target = resolve(region, force_emulator)
+    return run_checks(target, connect(target), default_state_bucket(target))
 
 
 def release_embedded(store: Store) -> None:
@@ -588,7 +716,8 @@ def checkpoint_manifest(job: JobRecord, sdk: TencentSdk) -> Manifest | None:
     what is not a manifest: the training's keys can write there too); None while there is none."""
     where = job_checkpoints(job)
     try:
-        read = read_manifest(ObjectStore(sdk, where.bucket), where.prefix)
+        read = read_manifest(ObjectStore(sdk.for_region(job.plan.bucket_regions.get(where.bucket, sdk.region)),
+                                         where.bucket), where.prefix)
     except NotFoundError:  # the bucket is gone (a checkpoints.upload_to deleted since): nothing to resume from
         return None
     return read.manifest if read.generation or read.manifest.checkpoints else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 EXIT_BAD_INPUT = 2  # the spec, the command line or the configuration is wrong; nothing was created
 EXIT_CLOUD_ERROR = 3  # credentials, permissions or the cloud refused before anything was created
+EXIT_GATE_FAILED = 5  # the job succeeded, but a metric missed its gate (or was never reported): ci/gate.py
 
 
 class CvmjobError(Exception):

@@ -74,7 +74,8 @@ ignored whole. Its fields:
 - ``step`` (required, int): the index of the step just completed; hang detection watches it alone;
 - ``time`` (required, number): Unix time of the report;
 - ``loss`` (number or null), ``stopped`` (bool: the ranks stopped after a requested checkpoint);
-- ``metrics`` (object: name -> finite number, the latest value of each) and ``metrics_step`` (int or null).
+- ``metrics`` (object: name -> finite number, the latest value of each) and ``metrics_step`` (int or null);
+- ``total_steps`` (int >= 1 or null): the steps the script means to run (``cvmjob run`` shows step N of M, an ETA).
 
 For example ``{"step": 120, "time": 1767225600.0, "loss": 0.31, "metrics": {"val_loss": 0.42}, "metrics_step":
 120}``. Write it at most a few times a second (trainkit: every 0.5 s at most, and at each checkpoint and the end).
@@ -140,12 +141,14 @@ class _Reporter:
         self.stopped = False
         self.metrics: dict[str, float] = {}
         self.metrics_step: int | None = None
+        self.total: int | None = None
         self._reports_with_metrics = 0  # a report of metrics at the step already written is still news
         self._written: tuple[int | None, bool, int] = (None, False, 0)
         self._written_at = 0.0
 
-    def report(self, step: int, loss: float | None, metrics: dict[str, float]) -> None:
+    def report(self, step: int, loss: float | None, metrics: dict[str, float], total: int | None = None) -> None:
         self.step, self.loss = step, loss
+        self.total = total or self.total
         if metrics:
             self.metrics = {**self.metrics, **metrics}
             self.metrics_step = step
@@ -158,7 +161,7 @@ class _Reporter:
         if self.path is None or self.step is None or self._written == news:
             return
         doc = Progress(step=self.step, loss=self.loss, time=time.time(), stopped=self.stopped,
-                       metrics=self.metrics, metrics_step=self.metrics_step)
+                       metrics=self.metrics, metrics_step=self.metrics_step, total_steps=self.total)
         _write_atomically(self.path, doc.model_dump_json().encode())
         self._written, self._written_at = news, doc.time
 
@@ -187,11 +190,14 @@ def _metric_value(name: str, value: object) -> float:
     return number
 
 
-def report(step: int, loss: float | None = None, **metrics: float) -> None:
+def report(step: int, loss: float | None = None, *, total: int | None = None, **metrics: float) -> None:
     """Tell the agent the step just completed, its loss and any named metrics (``val_loss=0.4``). Cheap to call
-    every step; only rank 0 writes. A metric keeps its value until a later report of the same name."""
+    every step; only rank 0 writes. A metric keeps its value until a later report of the same name. ``total``: the
+    number of steps the script means to run (``cvmjob run`` shows step N of M and an ETA); no metric is named so."""
+    if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total < 1):
+        raise ValueError(f"trainkit.report: total={total!r}: the number of steps, a positive int")
     checked = {name: _metric_value(name, value) for name, value in metrics.items()}
-    _get_reporter().report(step, None if loss is None else float(loss), checked)
+    _get_reporter().report(step, None if loss is None else float(loss), checked, total)
 
 
 class CheckpointError(RuntimeError):

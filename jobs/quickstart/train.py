@@ -105,11 +105,11 @@ def main() -> None:
             val_loss, val_accuracy = evaluate(model, x_val, y_val)
             print(f"step={step} loss={loss_value:.6f} val_loss={val_loss:.6f} val_accuracy={val_accuracy:.4f}",
                   flush=True)
-            trainkit.report(step, loss_value, val_loss=val_loss, val_accuracy=val_accuracy)
+            trainkit.report(step, loss_value, total=args.steps, val_loss=val_loss, val_accuracy=val_accuracy)
         else:
             if rank == 0:
                 print(f"step={step} loss={loss_value:.6f}", flush=True)
-            trainkit.report(step, loss_value)
+            trainkit.report(step, loss_value, total=args.steps)
         if ckpt.should_save(step):
             ckpt.save(step, {"model": model.state_dict(), "optimizer": optimizer.state_dict()})
         if ckpt.stop_requested:

@@ -155,7 +155,7 @@ def main() -> None:
             if rank == 0:
                 print(f"step={step} loss={loss_value:.4f} images/s={images_seen / elapsed:.0f}", flush=True)
             window_start, images_seen = time.perf_counter(), 0
-        trainkit.report(step, loss_value)
+        trainkit.report(step, loss_value, total=steps)
         if ckpt.should_save(step):
             ckpt.save(step, training.state())
         if ckpt.stop_requested:

@@ -26,5 +26,5 @@ host         what the host says of itself (the only reader)      gpus        GPU
 gpu_watch    the GPUs' utilisation folded over heartbeats        seal        the job taken off before a snapshot
 uploads      many files up to COS at once                        retry       COS calls retried when it may pass
 errors       how a phase ends the attempt                        nic         the interface the collectives use
-driver       waiting for the NVIDIA driver the UserData installs
+driver       waiting for the NVIDIA driver the UserData installs  secrets     the job's secrets, for the training only
 """

@@ -12,6 +12,8 @@ import argparse
 import logging
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -44,12 +46,24 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise AgentTerminated()
 
 
-def _instance_id(metadata: Metadata) -> str:
-    try:
-        return metadata.get("instance-id") or "unknown"
-    except MetadataError as exc:
-        log.warning("no instance id from the metadata service (%s)", exc)
-        return "unknown"
+def _instance_id(metadata: Metadata, patience: float = 120.0, clock: Callable[[], float] = time.monotonic) -> str:
+    """This instance's id, asked again for up to ``patience`` seconds: a document signed "unknown" is taken as
+    absent by the controller, so one slow answer at start (a loaded host's 2 s timeout) stalled the attempt until
+    its boot deadline (a clean-clone run's fault row checkpoints-shared-upload-to)."""
+    deadline = clock() + patience
+    while True:
+        try:
+            found = metadata.get("instance-id")
+        except MetadataError as exc:
+            found, why = None, str(exc)
+        else:
+            why = "no instance-id"
+        if found:
+            return found
+        if clock() >= deadline:
+            log.warning("no instance id from the metadata service (%s)", why)
+            return "unknown"
+        time.sleep(1.0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,7 @@ from .restore import restorable, restore_latest
 from .result import log_tail, publish, upload_saved
 from .retry import retrying
 from .seal import seal_for_image
+from .secrets import read_secrets
 from .spot import SpotWatcher
 from .status import StatusBoard
 from .stop import StopSignal
@@ -94,6 +95,7 @@ class Attempt:
         self.synced: tuple[int, float | None] = (0, None)  # bytes downloaded, seconds: the result's sync_*
         self._training: Launched | None = None
         self._collectives: dict[str, str] | None = None  # NCCL/Gloo's interface, once found (_socket_env)
+        self._secrets: dict[str, str] = {}  # spec.secrets' values, for the training's environment only
 
     # -- the whole run -------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -184,6 +186,8 @@ class Attempt:
             self.paths.training_pid.unlink()
 
         self.board.set_phase(Phase.SETUP)
+        # First: a job whose secrets cannot be read fails before its setup and data sync are paid for.
+        self._secrets = read_secrets(self.state, self.cfg.secrets_key, spec.secrets)
         for other in nvme.remove_other_jobs_data(self.cfg.job_id):
             log.info("removed data job %s left on this instance", other)
         folders = Folders(nvme.data_root(self.cfg.job_id), self.paths.inside_workdir(spec.checkpoints.dir),
@@ -267,7 +271,7 @@ class Attempt:
         self.paths.progress.unlink(missing_ok=True)
         log.info("training: %s (resume from %s)", line, resume or "nothing")
         self._training = Launched(["bash", "-c", line], self.paths.workdir,
-                                  self._env(spec, folders, str(resume or "")), self.paths.run_log,
+                                  self._env(spec, folders, str(resume or ""), self._secrets), self.paths.run_log,
                                   record=self.paths.training_pid)
         checkpoints = Periodic("checkpoints", CHECKPOINT_POLL_SECONDS, uploader.tick).start()
         try:
@@ -302,7 +306,8 @@ class Attempt:
                                    exit_code=end.exit_code) from exc
         return end
 
-    def _env(self, spec: JobSpec, folders: Folders, resume_from: str) -> dict[str, str]:
+    def _env(self, spec: JobSpec, folders: Folders, resume_from: str,
+             secrets: dict[str, str] | None = None) -> dict[str, str]:
         contract = {
             TrainingEnv.DATA_DIR: str(folders.data),
             TrainingEnv.CHECKPOINT_DIR: str(folders.checkpoints),
@@ -315,7 +320,7 @@ class Attempt:
         if spec.checkpoints.interval_steps is not None:
             contract[TrainingEnv.CHECKPOINT_INTERVAL] = str(spec.checkpoints.interval_steps)
         return training_env(os.environ, {k.value: v for k, v in contract.items()}, spec.train.env,
-                            {**self._socket_env(), **self._pip_env()})
+                            {**self._socket_env(), **self._pip_env()}, secrets)
 
     def _pip_env(self) -> dict[str, str]:
         """The index the controller chose for pip (Tencent's in-VPC mirror without a public IP)."""

@@ -133,9 +133,10 @@ class Stores:
     transfers share ``ranges`` requests in flight: the data sync's and the checkpoint uploads' together never keep
     more than the link wants."""
 
-    def __init__(self, sdk: TencentSdk, ranges: int = _RANGES_MIN) -> None:
+    def __init__(self, sdk: TencentSdk, ranges: int = _RANGES_MIN, regions: dict[str, str] | None = None) -> None:
         self.sdk = sdk
         self.ranges = ranges
+        self._regions = regions or {}  # buckets of other regions (network.allow_cross_region), and theirs
         self._pool = ThreadPoolExecutor(max_workers=ranges, thread_name_prefix="cos-range")
         self._stores: dict[str, ObjectStore] = {}
         self._lock = threading.Lock()
@@ -143,7 +144,8 @@ class Stores:
     def bucket(self, name: str) -> ObjectStore:
         with self._lock:
             if name not in self._stores:
-                self._stores[name] = ObjectStore(self.sdk, name, ranges=self._pool)
+                sdk = self.sdk.for_region(self._regions.get(name, self.sdk.region))
+                self._stores[name] = ObjectStore(sdk, name, ranges=self._pool)
             return self._stores[name]
 
 
@@ -154,4 +156,4 @@ def connect(cfg: AgentConfig, metadata: Metadata) -> Stores:
     ranges = ranges_in_flight(cfg.bandwidth_gbps)
     network = f"{cfg.bandwidth_gbps:g} Gbps" if cfg.bandwidth_gbps is not None else "an unknown network"
     log.info("large files: %d ranges in flight (%s)", ranges, network)
-    return Stores(sdk, ranges)
+    return Stores(sdk, ranges, cfg.cos.bucket_regions)

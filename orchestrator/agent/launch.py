@@ -93,13 +93,13 @@ def shell_line(command: str, topology: Topology) -> str:
 
 
 def training_env(base: Mapping[str, str], contract: Mapping[str, str], user: Mapping[str, str],
-                 defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+                 defaults: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None) -> dict[str, str]:
     """``defaults`` (what the agent chose, e.g. the collectives' interface: the image's environment and the job's
-    override it), the agent's environment, the job's ``train.env``, then the contract (CVMJOB_*, which the spec
-    reserves).
+    override it), the agent's environment, the job's ``train.env``, its ``secrets`` (the training's alone: setup
+    and preflight are not given them), then the contract (CVMJOB_*, which the spec reserves).
 
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: without it torchrun's worker restarts often reuse stale peer addresses
     and hang (shared/reference/client-recipes.md §5.4). PYTHONUNBUFFERED: step lines reach the log as printed.
     """
     return {**(defaults or {}), **base, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "1", **user,
-            **contract}
+            **(secrets or {}), **contract}

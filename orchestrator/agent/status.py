@@ -52,7 +52,8 @@ class StatusBoard:
                 kept = recent[:-1] if recent and recent[-1].step == step else recent
                 recent = [*kept, latest][-RECENT_METRICS:]
             self._status = self._status.model_copy(update={
-                "step": progress.step, "loss": progress.loss, "metrics": progress.metrics,
+                "step": progress.step, "total_steps": progress.total_steps, "loss": progress.loss,
+                "metrics": progress.metrics,
                 "metrics_step": step, "recent_metrics": recent})
 
     @property

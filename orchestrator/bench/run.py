@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from .. import api
 from ..contract import JobLayout
 from ..errors import CvmjobError
+from ..extras import need
 from ..providers.tencent.retry import retrying
 from ..providers.tencent.storage import ObjectStore
 from ..state.home import cvmjob_home
@@ -116,6 +117,7 @@ def stored(region: str, force_emulator: bool) -> tuple[list[R.BenchResult], list
 
 def chart(ranked: list[R.BenchResult], path: Path) -> Path:
     """A horizontal bar chart of CNY per million images (the ranking's order, cheapest on top)."""
+    need("report", "matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")

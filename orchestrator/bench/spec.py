@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..spec import JobSpec
+from .errors import GpusError
 from .results import BENCH_PREFIX, REPORT_NAME
 
 Billing = Literal["on-demand", "spot"]
@@ -23,10 +24,6 @@ DATA_TARGET = "bench"  # under $CVMJOB_DATA_DIR
 # whose instances are local processes sharing this machine's disk.
 DATA_MIB = {"tencent": 256, "emulator": 4}
 MAX_RUNTIME = "1h"
-
-
-class GpusError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

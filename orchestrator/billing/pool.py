@@ -90,10 +90,11 @@ def grow(
     now: Callable[[], float] = time.time,
     wait_seconds: float = 900,
     warn: Callable[[str], None] = lambda line: None,
+    confirm: Callable[[str], None] = lambda cost: None,
 ) -> list[str]:
     """Buy ``count`` prepaid instances into the pool and wait until they run, if the account's balance covers
     their period (``warn`` says so when it cannot be read). ``image_id`` None: the image the planner would give
-    a job on this type."""
+    a job on this type. ``confirm`` is told the price before anything is bought (it may stop the purchase)."""
     request = launch_request(
         None,
         Placement(zone=zone, instance_type=instance_type, charge_type=ChargeType.RESERVED),
@@ -110,6 +111,9 @@ def grow(
     need = None if price.upfront is None else funds.Need(price.upfront, f"{months} month(s), paid at purchase",
                                                          "buy fewer instances or months")
     funds.ensure(sdk, f"buying {count} × {instance_type} in {zone}", need, warn)
+    upfront = "price not known" if price.upfront is None else f"¥{price.upfront:,.2f}"
+    confirm(f"{count} x {instance_type} in {zone} for {months} month(s), paid now: {upfront}"
+            + (", renewed automatically" if auto_renew else ""))
     ids = compute.run_instances(sdk, request)
     for instance_id in ids:
         pools.add(PoolInstance(instance_id, pool, zone, instance_type, None, now()))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,15 @@ def canonical(document: Any) -> str:
     return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
 
-def data_digests(spec: JobSpec, sdk: TencentSdk) -> list[DataDigest]:
-    """Every data entry's listing, hashed: a changed, added or removed object changes its digest."""
+def data_digests(spec: JobSpec, sdk: TencentSdk, regions: Mapping[str, str]) -> list[DataDigest]:
+    """Every data entry's listing, hashed: a changed, added or removed object changes its digest. ``regions``:
+    the plan's buckets of other regions (Plan.bucket_regions)."""
     digests = []
     for entry in spec.data:
         source = entry.source
         lines, size, count = [], 0, 0
-        for info in ObjectStore(sdk, source.bucket).iter_objects(source.prefix):
+        store = ObjectStore(sdk.for_region(regions.get(source.bucket, sdk.region)), source.bucket)
+        for info in store.iter_objects(source.prefix):
             lines.append(f"{info.key}\t{info.size}\t{info.etag}")
             size += info.size
             count += 1
@@ -63,13 +66,13 @@ def workdir_sha256(spec: JobSpec, source_dir: Path) -> str:
     return archive.sha256
 
 
-def take(spec: JobSpec, image_id: str, source_dir: Path, sdk: TencentSdk) -> Fingerprint:
+def take(spec: JobSpec, image_id: str, source_dir: Path, sdk: TencentSdk, regions: Mapping[str, str]) -> Fingerprint:
     return Fingerprint(
         cvmjob_version=__version__,
         spec_sha256=_sha256(canonical(spec.model_dump(mode="json"))),
         workdir_sha256=workdir_sha256(spec, source_dir),
         image_id=image_id,
-        data=data_digests(spec, sdk),
+        data=data_digests(spec, sdk, regions),
     )
 
 

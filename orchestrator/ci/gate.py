@@ -19,8 +19,6 @@ from ..contract import METRIC_NAME
 from ..errors import CvmjobError
 from ..text import show_values
 
-EXIT_GATE_FAILED = 5  # the job succeeded, but a metric missed its gate (or was never reported)
-
 _EXAMPLE = "val_loss<=0.30"
 # Every run of comparison-like characters is taken as the operator, so `==` or `=>` is named as the wrong one
 # instead of leaving `=0.3` as an unreadable threshold; none of them can occur in a metric name or a number.

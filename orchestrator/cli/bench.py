@@ -5,23 +5,44 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional, cast
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 
 import typer
-from rich.table import Table
 from typer.core import TyperGroup
 
-from .. import api
-from ..bench import results as R
-from ..bench import run as B
-from ..bench.spec import BenchOptions, Billing, GpusError, Phases, Precision
-from ..controller.drive import drive
-from ..controller.engine import LEASE_SECONDS, Controls
+from ..bench.errors import GpusError
+from ..controller.settings import LEASE_SECONDS
 from ..errors import EXIT_BAD_INPUT
-from ..state.home import controller_name, store_url
-from ..state.store import Store
-from . import render
+from .lazy import lazy_module, lazy_name
 from .options import Abort, Emulator, Output, check_output
+
+if TYPE_CHECKING:  # loaded at first use (cli/lazy.py): `cvmjob --help` needs none of it
+    from rich.table import Table
+
+    from .. import api
+    from ..bench import results as R
+    from ..bench import run as B
+    from ..bench.spec import BenchOptions, Billing, Phases, Precision
+    from ..controller.drive import drive
+    from ..controller.engine import Controls
+    from ..state.home import controller_name, store_url
+    from ..state.store import Store
+    from . import render
+else:
+    Table = lazy_name("rich.table", "Table")
+    api = lazy_module("orchestrator.api")
+    R = lazy_module("orchestrator.bench.results")
+    B = lazy_module("orchestrator.bench.run")
+    BenchOptions = lazy_name("orchestrator.bench.spec", "BenchOptions")
+    Billing = lazy_name("orchestrator.bench.spec", "Billing")
+    Precision = lazy_name("orchestrator.bench.spec", "Precision")
+    Phases = lazy_name("orchestrator.bench.spec", "Phases")
+    drive = lazy_name("orchestrator.controller.drive", "drive")
+    Controls = lazy_name("orchestrator.controller.engine", "Controls")
+    controller_name = lazy_name("orchestrator.state.home", "controller_name")
+    store_url = lazy_name("orchestrator.state.home", "store_url")
+    Store = lazy_name("orchestrator.state.store", "Store")
+    render = lazy_module("orchestrator.cli.render")
 
 
 class _TypeOrCommand(TyperGroup):
@@ -130,17 +151,35 @@ def compare(
 
 
 def _table(rows: list[R.BenchResult], title: str) -> None:
-    table = Table(title=title)
-    for column in ("type", "billing", "GPUs", "precision", "img/s 1", "img/s all", "scaling", "GPU util %",
-                   "CNY/h", "CNY/M img", "NVMe MB/s", "COS→NVMe MB/s", "job"):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(r.type + (" (CPU)" if r.device == "cpu" else ""), r.billing, str(r.gpus), r.precision,
-                      _cell(r.images_per_s_1), _cell(r.images_per_s_all), _cell(r.scaling_efficiency, ".0%"),
-                      _cell(r.gpu_utilisation, ".0f"), _cell(r.cny_per_hour, ".2f"),
-                      _cell(r.cny_per_million_images, ".2f"), _cell(r.nvme_read_mb_s, ".0f"),
-                      _cell(r.cos_to_nvme_mb_s, ".0f"), r.job_id)
-    render.console.print(table)
+    for table in bench_tables(rows, title):
+        render.console.print(table)
     if any(r.device == "cpu" for r in rows):
         render.console.print(f"[yellow]{R.CPU_LABEL}[/] (tiny ResNet-50: 32 px images, batch 2)")
-    render.console.print("NVMe MB/s reads back the data just synced: the page cache may serve part of it")
+    render.console.print("img/s N: on all N GPUs (DDP); CNY/M img: CNY per million images; NVMe MB/s reads back the "
+                         "data just synced: the page cache may serve part of it")
+
+
+def bench_tables(rows: list[R.BenchResult], title: str) -> tuple[Table, Table]:
+    """Two tables that read at 80 columns, rows in the same order: what a type does and costs, then how (its
+    precision, price, disk and COS rates) and which job measured it. A header of several words may wrap."""
+    speed = render.table(title)
+    how = render.table()
+    for table in (speed, how):
+        table.add_column("type", no_wrap=True)
+        table.add_column("billing", no_wrap=True)
+    for column in ("GPUs", "img/s 1", "img/s N", "scaling", "GPU%"):
+        speed.add_column(column, justify="right", no_wrap=True)
+    speed.add_column("CNY/M img", justify="right")
+    for column in ("prec", "CNY/h"):
+        how.add_column(column, justify="right", no_wrap=True)
+    for column in ("NVMe MB/s", "COS→NVMe MB/s"):
+        how.add_column(column, justify="right")
+    how.add_column("job", no_wrap=True)
+    for r in rows:
+        kind = r.type + ("\n(CPU)" if r.device == "cpu" else "")  # under the type: its column stays narrow
+        speed.add_row(kind, r.billing, str(r.gpus), _cell(r.images_per_s_1), _cell(r.images_per_s_all),
+                      _cell(r.scaling_efficiency, ".0%"), _cell(r.gpu_utilisation, ".0f"),
+                      _cell(r.cny_per_million_images, ".2f"))
+        how.add_row(kind, r.billing, r.precision, _cell(r.cny_per_hour, ".2f"), _cell(r.nvme_read_mb_s, ".0f"),
+                    _cell(r.cos_to_nvme_mb_s, ".0f"), r.job_id)
+    return speed, how

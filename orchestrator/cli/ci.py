@@ -1,22 +1,32 @@
 """`cvmjob run --summary markdown --gate ... --baseline JOB`: what a CI run tells its pull request once the job has
 ended (or was reused): the summary (to ``$GITHUB_STEP_SUMMARY`` when set, else stderr) and the quality gates,
-whose miss is its own exit code (ci.gate.EXIT_GATE_FAILED)."""
+whose miss is its own exit code (errors.EXIT_GATE_FAILED)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .. import api
-from ..ci.gate import EXIT_GATE_FAILED, Gate, check, parse_gate
-from ..ci.summary import append_step_summary, markdown
-from ..errors import EXIT_BAD_INPUT
-from ..state.store import JobRecord, Store
-from . import render
+from ..errors import EXIT_BAD_INPUT, EXIT_GATE_FAILED
+from .lazy import lazy_module, lazy_name
 from .options import Abort
+
+if TYPE_CHECKING:  # loaded at first use (cli/lazy.py): `cvmjob --help` needs none of it
+    from .. import api
+    from ..ci.gate import Gate, check, parse_gate
+    from ..ci.summary import append_step_summary, markdown
+    from ..state.store import JobRecord, Store
+    from . import render
+else:
+    api = lazy_module("orchestrator.api")
+    check = lazy_name("orchestrator.ci.gate", "check")
+    parse_gate = lazy_name("orchestrator.ci.gate", "parse_gate")
+    append_step_summary = lazy_name("orchestrator.ci.summary", "append_step_summary")
+    markdown = lazy_name("orchestrator.ci.summary", "markdown")
+    render = lazy_module("orchestrator.cli.render")
 
 SummaryOption = Annotated[Optional[str], typer.Option(  # noqa: UP045
     "--summary", help="markdown: once the job has ended, its metrics against a baseline, cost, duration, attempts "

@@ -5,17 +5,27 @@ from __future__ import annotations
 import signal
 import time
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from ..controller.engine import LEASE_SECONDS
-from ..controller.service import Service, ServiceSettings
-from ..state.home import store_url
-from ..state.store import Store
-from . import render
+from ..controller.settings import LEASE_SECONDS, ServiceSettings
+from .lazy import lazy_module, lazy_name
 from .options import Output, check_output
+
+if TYPE_CHECKING:  # loaded at first use (cli/lazy.py): `cvmjob --help` needs none of it
+    from rich.table import Table
+
+    from ..controller.service import Service
+    from ..state.home import store_url
+    from ..state.store import Store
+    from . import render
+else:
+    Table = lazy_name("rich.table", "Table")
+    Service = lazy_name("orchestrator.controller.service", "Service")
+    store_url = lazy_name("orchestrator.state.home", "store_url")
+    Store = lazy_name("orchestrator.state.store", "Store")
+    render = lazy_module("orchestrator.cli.render")
 
 controller_app = typer.Typer(help="The controller service: drives every job it can claim from the store.")
 
@@ -73,11 +83,20 @@ def status(output: Output = "text") -> None:
         return
     if not replicas:
         render.console.print("no live controller holds this store (`cvmjob controller` starts one)")
-    table = Table()
-    for column in ("controller", "job", "name", "state", "lease expires in"):
-        table.add_column(column)
+    render.console.print(controllers_table(held, now))
+
+
+def controllers_table(held: dict[str, list[Any]], now: float) -> Table:
+    """Each controller's leases, at 80 columns: a controller's long name (user@host/home/pid/nonce) folds, a job id
+    does not."""
+    table = render.table()
+    table.add_column("controller", overflow="fold")
+    table.add_column("job", no_wrap=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("state", no_wrap=True)
+    table.add_column("lease expires in", justify="right")
     for owner, jobs in held.items():
         for x in jobs or [None]:
             table.add_row(owner, *(("-", "-", "-", "-") if x is None else
-                                   (x.job_id, x.name, x.state, f"{x.expires_at - now:.0f} s")))
-    render.console.print(table)
+                                   (x.job_id, x.name, x.state.value, f"{x.expires_at - now:.0f} s")))
+    return table

@@ -6,18 +6,34 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated, Any, Optional, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast, get_args
 
 import typer
-from rich.table import Table
 
-from ..billing.costs import CostGroup, GroupBy, JobCost, group, job_costs, total
 from ..errors import EXIT_BAD_INPUT
-from ..spec.durations import parse_duration
-from ..state.home import store_url
-from ..state.store import Store
-from . import render
+from .lazy import lazy_module, lazy_name
 from .options import Abort, Output, check_output
+
+if TYPE_CHECKING:  # loaded at first use (cli/lazy.py): `cvmjob --help` needs none of it
+    from rich.table import Table
+
+    from ..billing import costs as billing_costs
+    from ..billing.costs import CostGroup, GroupBy, JobCost, group, job_costs, total
+    from ..spec.durations import parse_duration
+    from ..state.home import store_url
+    from ..state.store import Store
+    from . import render
+else:
+    Table = lazy_name("rich.table", "Table")
+    billing_costs = lazy_module("orchestrator.billing.costs")
+    GroupBy = lazy_name("orchestrator.billing.costs", "GroupBy")
+    group = lazy_name("orchestrator.billing.costs", "group")
+    job_costs = lazy_name("orchestrator.billing.costs", "job_costs")
+    total = lazy_name("orchestrator.billing.costs", "total")
+    parse_duration = lazy_name("orchestrator.spec.durations", "parse_duration")
+    store_url = lazy_name("orchestrator.state.home", "store_url")
+    Store = lazy_name("orchestrator.state.store", "Store")
+    render = lazy_module("orchestrator.cli.render")
 
 WHERE_FROM = (
     "cost: an ended job's bill as recorded at its end, each instance's line of the cloud's bill (bill) or, without "
@@ -51,8 +67,8 @@ def cost(
 ) -> None:
     """Bills per job (or per name, tag or sweep), and the share billed while not training. Reads the store only."""
     check_output(output)
-    if by is not None and by not in get_args(GroupBy):
-        raise Abort(f"--by must be one of {', '.join(get_args(GroupBy))}, not {by!r}", EXIT_BAD_INPUT)
+    if by is not None and by not in get_args(billing_costs.GroupBy):
+        raise Abort(f"--by must be one of {', '.join(get_args(billing_costs.GroupBy))}, not {by!r}", EXIT_BAD_INPUT)
     now = time.time()
     start = None if since is None else since_of(since, now)
     url = store_url()
@@ -88,20 +104,30 @@ def _share(part: float | None, whole: float) -> str:
 
 
 def jobs_table(costs: list[JobCost]) -> Table:
-    table = Table(title="cost per job, newest first", title_justify="left")
-    for column in ("job", "name", "state", "instance type", "billing", "cost", "not training", "share", "source"):
-        table.add_column(column)
+    """Laid out for 80 columns (render.table): the job id and each type whole, a type a line and the billing under
+    them; the state is in the JSON and `cvmjob ls`."""
+    table = render.table("cost per job, newest first")
+    table.add_column("job", no_wrap=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("type, billing", no_wrap=True)
+    table.add_column("cost", justify="right", no_wrap=True)
+    table.add_column("not training", justify="right")
+    table.add_column("source", overflow="fold")
     for c in costs:
-        table.add_row(c.job_id, c.name, c.state.value, ", ".join(c.instance_types) or "-", ", ".join(c.billing) or "-",
-                      render.money(c.cost_cny), render.money(c.not_training_cny),
-                      _share(c.not_training_cny, c.cost_cny), c.source)
+        idle = render.money(c.not_training_cny) + ("" if c.not_training_cny is None else
+                                                   f"\n({_share(c.not_training_cny, c.cost_cny)})")
+        table.add_row(c.job_id, c.name, "\n".join([*c.instance_types, ", ".join(c.billing)]).strip() or "-",
+                      render.money(c.cost_cny), idle, c.source)
     return table
 
 
 def groups_table(groups: list[CostGroup], by: str) -> Table:
-    table = Table(title=f"cost per {by}, costliest first", title_justify="left")
-    for column in (by, "jobs", "cost", "not training", "share"):
-        table.add_column(column)
+    table = render.table(f"cost per {by}, costliest first")
+    table.add_column(by, overflow="fold")
+    for column in ("jobs", "cost"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("not training", justify="right")
+    table.add_column("share", justify="right", no_wrap=True)
     for g in groups:
         table.add_row(g.key, str(g.jobs), render.money(g.cost_cny), render.money(g.not_training_cny) + _unknown(g),
                       _share(g.not_training_cny, g.cost_cny))

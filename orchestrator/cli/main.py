@@ -8,40 +8,68 @@ before anything was created (credentials, permissions); 10-30 the job's failure 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from .. import api
-from ..contract import FingerprintEntry
-from ..controller.drive import drive
-from ..controller.engine import LEASE_SECONDS, Controls
-from ..errors import EXIT_BAD_INPUT, CvmjobError
-from ..spec import JobSpec
-from ..spec.durations import parse_duration
-from ..state.home import HomeError, controller_name, store_url
+from ..controller.settings import LEASE_SECONDS
+from ..errors import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, CvmjobError
 from ..state.machine import EXIT_CODES, JobState
-from ..state.store import JobRecord, Store, StoreError
-from ..target import embedded, in_ci, refuse_silent_emulator
 from ..text import show_values
-from . import render
 from .bench import bench_app
 from .ci import BaselineOption, CiReport, GateOption, SummaryOption, tell
 from .controller import controller_app
 from .cost import cost
+from .download import download_command
 from .emulator import emulator_app
-from .options import Abort, Emulator, Output, check_output
+from .lazy import lazy_module, lazy_name, loaded
+from .options import Abort, Emulator, Output, Yes, check_output, help_options, version_option
 from .pool import pool_app
 from .sweep import sweep_app
 
+# What the commands' bodies use is loaded when first used (cli/lazy.py): `cvmjob --help` needs none of it.
+if TYPE_CHECKING:
+    from .. import api
+    from ..contract import FingerprintEntry
+    from ..controller.drive import drive
+    from ..controller.engine import Controls
+    from ..spec import JobSpec
+    from ..spec.durations import parse_duration
+    from ..state.home import controller_name, store_url
+    from ..state.store import JobRecord, Store
+    from ..target import embedded, in_ci, refuse_silent_emulator
+    from . import render
+    from .confirm import ask_to_spend, estimate
+    from .live import JsonEvents, LiveRun
+else:
+    api = lazy_module("orchestrator.api")
+    FingerprintEntry = lazy_name("orchestrator.contract", "FingerprintEntry")
+    drive = lazy_name("orchestrator.controller.drive", "drive")
+    Controls = lazy_name("orchestrator.controller.engine", "Controls")
+    JobSpec = lazy_name("orchestrator.spec", "JobSpec")
+    parse_duration = lazy_name("orchestrator.spec.durations", "parse_duration")
+    controller_name = lazy_name("orchestrator.state.home", "controller_name")
+    store_url = lazy_name("orchestrator.state.home", "store_url")
+    Store = lazy_name("orchestrator.state.store", "Store")
+    embedded = lazy_module("orchestrator.target.embedded")
+    in_ci = lazy_name("orchestrator.target", "in_ci")
+    refuse_silent_emulator = lazy_name("orchestrator.target", "refuse_silent_emulator")
+    render = lazy_module("orchestrator.cli.render")
+    ask_to_spend = lazy_name("orchestrator.cli.confirm", "ask_to_spend")
+    estimate = lazy_name("orchestrator.cli.confirm", "estimate")
+    JsonEvents = lazy_name("orchestrator.cli.live", "JsonEvents")
+    LiveRun = lazy_name("orchestrator.cli.live", "LiveRun")
+
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, help=__doc__.split("\n")[0], pretty_exceptions_enable=False
+    no_args_is_help=True, help=__doc__.split("\n")[0], pretty_exceptions_enable=False, context_settings=help_options,
+    rich_markup_mode=None,
 )
 app.add_typer(bench_app, name="bench")
 app.add_typer(controller_app, name="controller")
@@ -49,6 +77,7 @@ app.add_typer(emulator_app, name="emulator")
 app.add_typer(pool_app, name="pool")
 app.add_typer(sweep_app, name="sweep")
 app.command()(cost)
+app.command("download")(download_command)
 
 SpecPath = Annotated[Path, typer.Argument(help="the job spec (YAML)", exists=False)]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="override a spec field: key.path=value")]  # noqa: UP045
@@ -64,6 +93,7 @@ def _options(
     db: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--db", help="the state store: a postgresql:// URL (a team's shared store) or a SQLite file; default "
                      "$CVMJOB_DB, else $CVMJOB_HOME/state.db")] = None,
+    version: Annotated[bool, version_option] = False,
 ) -> None:
     """cvmjob: run GPU training jobs on Tencent Cloud (or the local emulator)."""
     if db:
@@ -104,6 +134,12 @@ def run(
     summary: SummaryOption = None,
     gate: GateOption = None,
     baseline: BaselineOption = None,
+    yes: Yes = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="on a terminal, leave the training's own output "
+                                                              "out of the live view (`cvmjob logs` has it)")] = False,
+    secret: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+        "--secret", help="an environment variable of this shell for the training (repeat for more), added to the "
+                         "spec's secrets: its value is in no store, spec, log or fingerprint")] = None,
 ) -> None:
     """Run a job through its whole life: create, sync, train, checkpoint, image, destroy."""
     check_output(output)
@@ -111,19 +147,20 @@ def run(
     if detach and ci.wanted:
         raise Abort("--summary, --gate and --baseline tell a job's end: they need a run that waits for it "
                     "(drop --detach)", EXIT_BAD_INPUT)
-    report = api.plan(spec, set_ or [], emulator, name)
+    report = api.plan(spec, set_ or [], emulator, name, secret_names=secret or [])
     _say_target(report, output)
     if output == "text":  # what `plan` notes, a run says too: an unread balance, a bucket to create, stock now
         for note in report.notes:
             render.err.print(f"note: {note}", markup=False)
+    ask_to_spend(f"start {report.spec.name}", estimate(report.plan), yes, output)
     inputs = api.fingerprint_of(report) if if_changed else None
     claimed = None
     if inputs is not None:
         # Another runner training on the same inputs is followed, not raced (docs/ci.md, "--if-changed").
         reused = api.claim_inputs(report, inputs, _say_following)
         if isinstance(reused, FingerprintEntry):
-            _say_up_to_date(reused, output)
             store = _store()
+            _say_up_to_date(store, reused, output)
             code = tell(ci, store, api.find_job(store, reused.job_id), up_to_date=True)
             if code is not None:
                 raise typer.Exit(code)
@@ -143,7 +180,7 @@ def run(
         else:
             render.console.print(f"driven by {handed}; `cvmjob status {job_id}` shows where it is")
         return
-    _drive_foreground(store, job_id, output, me=me, ci=ci)
+    _drive_foreground(store, job_id, output, me=me, ci=ci, quiet=quiet)
 
 
 def _say_following(job_id: str) -> None:
@@ -152,9 +189,12 @@ def _say_following(job_id: str) -> None:
                      markup=False)
 
 
-def _say_up_to_date(entry: FingerprintEntry, output: str) -> None:
-    if output == "json":
-        render.print_json({"up_to_date": True, **render.reused_json(entry)})
+def _say_up_to_date(store: Store, entry: FingerprintEntry, output: str) -> None:
+    if output == "json":  # the shape of a trained run's document (docs/schemas/run.json), up_to_date telling which
+        job = api.find_job(store, entry.job_id)
+        nodes, events = api.job_history(store, job)
+        render.print_json({**render.job_json(job, events, nodes, api.agent_view(job, every_node=True)),
+                           "up_to_date": True, "reused": render.reused_json(entry)})
         return
     render.console.print(f"up to date: job [bold]{entry.job_id}[/] ({entry.name}) succeeded on these inputs at "
                          f"{render.when(entry.finished_at)}; its outputs are in {render.cos_uri(entry.outputs)}"
@@ -162,9 +202,9 @@ def _say_up_to_date(entry: FingerprintEntry, output: str) -> None:
 
 
 def _drive_foreground(store: Store, job_id: str, output: str, force: bool = False, me: str | None = None,
-                      ci: CiReport | None = None) -> None:
+                      ci: CiReport | None = None, quiet: bool = False) -> None:
     controls = Controls()
-    progress = render.Progress()
+    view = _view(store, job_id, output, quiet)
     presses = {"count": 0}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -186,19 +226,22 @@ def _drive_foreground(store: Store, job_id: str, output: str, force: bool = Fals
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        job = drive(
-            store,
-            job_id,
-            controls=controls,
-            force_lease=force,
-            me=me,
-            emit=progress.event if output == "text" else lambda kind, message: None,
-            on_round=progress.round if output == "text" else None,
-        )
+        with view if isinstance(view, LiveRun) else contextlib.nullcontext():
+            job = drive(store, job_id, controls=controls, force_lease=force, me=me, emit=view.event,
+                        on_round=view.round)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
     _finish(store, job, output, ci)
+
+
+def _view(store: Store, job_id: str, output: str, quiet: bool) -> LiveRun | JsonEvents | render.Progress:
+    """How the drive is shown: JSON lines on stderr, a live panel on a terminal, plain lines elsewhere."""
+    if output == "json":
+        return JsonEvents()
+    if render.console.is_terminal:
+        return LiveRun(store, job_id, render.console, quiet)
+    return render.Progress()
 
 
 def _finish(store: Store, job: Any, output: str, ci: CiReport | None = None) -> None:
@@ -206,8 +249,8 @@ def _finish(store: Store, job: Any, output: str, ci: CiReport | None = None) -> 
     gated = tell(ci, store, job, view) if ci is not None else None
     api.release_embedded(store)  # after reading the agents' last words from it
     events = store.events(job.job_id)
-    if output == "json":
-        render.print_json(render.job_json(job, events, store.nodes(job.job_id), view))
+    if output == "json":  # docs/schemas/run.json: the shape of an up-to-date run's too
+        render.print_json({"up_to_date": False, **render.job_json(job, events, store.nodes(job.job_id), view)})
     else:
         render.summary(job, events, store.nodes(job.job_id), view)
     raise typer.Exit(gated if gated is not None else EXIT_CODES.get(job.state, 1))
@@ -239,26 +282,34 @@ def resume(
         _finish(store, record, output)
     if detach:
         log = api.spawn_driver(record.job_id)
-        render.console.print(f"driven in the background (its log: {log})")
+        if output == "json":
+            render.print_json({"job_id": record.job_id, "detached": True, "log": str(log)})
+        else:
+            render.console.print(f"driven in the background (its log: {log})")
         return
     _drive_foreground(store, record.job_id, output, force)
 
 
+def _job_or_newest(store: Store, job: str | None) -> JobRecord:
+    """The job ``job`` names, or with none the newest job (`status`, `logs`)."""
+    if job is not None:
+        return api.find_job(store, job)
+    jobs = store.list_jobs()
+    if not jobs:
+        raise Abort("no jobs yet: `cvmjob run job.yaml` starts one", EXIT_BAD_INPUT)
+    return jobs[0]
+
+
+NewestJob = Annotated[Optional[str], typer.Argument(  # noqa: UP045
+    help="job id (or a unique prefix, or the job name); default: the newest job")]
+
+
 @app.command()
-def status(
-    job: Annotated[Optional[str], typer.Argument(help="job id; default: the newest job")] = None,  # noqa: UP045
-    output: Output = "text",
-) -> None:
+def status(job: NewestJob = None, output: Output = "text") -> None:
     """Show a job's state, phases with timestamps, instances, checkpoints and cost."""
     check_output(output)
     store = _store()
-    if job is None:
-        jobs = store.list_jobs()
-        if not jobs:
-            raise Abort("no jobs yet: `cvmjob run job.yaml` starts one", EXIT_BAD_INPUT)
-        record = jobs[0]
-    else:
-        record = api.find_job(store, job)
+    record = _job_or_newest(store, job)
     view = api.agent_view(record, every_node=True)
     nodes, events = api.job_history(store, record)
     if output == "json":
@@ -295,14 +346,17 @@ def list_jobs(
 
 @app.command()
 def logs(
-    job: JobRef,
+    job: NewestJob = None,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines until the job ends")] = False,
     attempt: Annotated[Optional[int], typer.Option(help="default: the current attempt")] = None,  # noqa: UP045
     node: Annotated[int, typer.Option(help="which node's log, numbered from 0")] = 0,
+    output: Output = "text",
 ) -> None:
-    """Print the agent's and the training's log (shipped to COS in chunks)."""
+    """Print the agent's and the training's log (shipped to COS in chunks). With --output json, one JSON object a
+    line: {"job_id", "attempt", "node", "line"} (the line without its newline), as the lines come with -f."""
+    check_output(output)
     store = _store()
-    record = api.find_job(store, job)
+    record = _job_or_newest(store, job)
     if attempt is not None and not 1 <= attempt <= record.attempt:
         raise Abort(f"--attempt {attempt}: {record.job_id} has attempts 1..{record.attempt}", EXIT_BAD_INPUT)
     history = api.job_history(store, record)[0]
@@ -318,9 +372,23 @@ def logs(
             types = [n.instance_type for n in history if n.attempt == beat.attempt and n.node == node]
             gpus.tell(current, node, types[0] if types else None, beat)
 
-    for text in api.follow_logs(store, record, attempt, node, follow, look):
-        sys.stdout.write(text)
+    chunks = api.follow_logs(store, record, attempt, node, follow, look)
+    if output == "text":
+        for text in chunks:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        return
+    where = {"job_id": record.job_id, "attempt": attempt or record.attempt, "node": node}
+
+    def say(lines: list[str]) -> None:
+        sys.stdout.write("".join(json.dumps({**where, "line": line}, ensure_ascii=False) + "\n" for line in lines))
         sys.stdout.flush()
+
+    rest = ""  # a chunk may end mid-line (the log is shipped in pieces): its end waits for the next one
+    for text in chunks:
+        *whole, rest = (rest + text).split("\n")
+        say(whole)
+    say([rest] if rest else [])
 
 
 @app.command()
@@ -328,24 +396,39 @@ def cancel(job: JobRef, wait: Annotated[bool, typer.Option(help="wait until the 
            checkpoint: Annotated[bool, typer.Option(
                help="ask the training for an emergency checkpoint first; --no-checkpoint stops it at once, for work "
                     "nothing will continue: its instances go within seconds")] = True,
+           output: Output = "text",
            ) -> None:
-    """Cancel gracefully: the agent checkpoints and uploads, then everything is torn down."""
+    """Cancel gracefully: the agent checkpoints and uploads, then everything is torn down. With --output json:
+    {"job_id", "requested" (false: it had ended), "through" (store, state_bucket or null), "controller", "state",
+    "terminal"}, the state once ended with --wait."""
+    check_output(output)
+    text = output == "text"
     store = _store()
     record = api.find_job(store, job)
+    through = None
     if record.state.is_terminal():
-        render.console.print(f"{record.job_id} already ended: {record.state.value}")
-        return
-    api.cancel(store, record, checkpoint=checkpoint)
-    if store.get(record.job_id) is None:
-        render.console.print(f"cancel of {record.job_id} signalled in its state bucket; the controller driving it "
-                             f"({record.lease_owner or 'none known'}) acts on it at its next round")
+        if text:
+            render.console.print(f"{record.job_id} already ended: {record.state.value}")
     else:
-        render.console.print(f"cancel requested for {record.job_id}; the controller driving it acts on it")
-        if record.lease_owner is None or record.lease_expires < time.time():
-            render.console.print("no controller is driving it: `cvmjob resume` it to carry the cancel out")
-    if wait:
-        record = api.wait(store, record)
-        render.console.print(f"{record.job_id}: {record.state.value}")
+        api.cancel(store, record, checkpoint=checkpoint)
+        through = "state_bucket" if store.get(record.job_id) is None else "store"
+        if through == "state_bucket" and text:
+            render.console.print(f"cancel of {record.job_id} signalled in its state bucket; the controller driving it "
+                                 f"({record.lease_owner or 'none known'}) acts on it at its next round")
+        elif text:
+            render.console.print(f"cancel requested for {record.job_id}; the controller driving it acts on it")
+        if through == "store" and (record.lease_owner is None or record.lease_expires < time.time()):
+            # On stderr under JSON: stdout stays one document.
+            (render.console if text else render.err).print(
+                "no controller is driving it: `cvmjob resume` it to carry the cancel out", markup=False)
+        if wait:
+            record = api.wait(store, record)
+            if text:
+                render.console.print(f"{record.job_id}: {record.state.value}")
+    if not text:
+        render.print_json({"job_id": record.job_id, "requested": through is not None, "through": through,
+                           "controller": record.lease_owner, "state": record.state.value,
+                           "terminal": record.state.is_terminal()})
 
 
 @app.command()
@@ -378,6 +461,28 @@ def gc(
 
 
 @app.command()
+def doctor(
+    region: Annotated[str | None, typer.Option(help="the region to check (default: CVMJOB_REGION, else "
+                                                    "ap-guangzhou)")] = None,
+    emulator: Emulator = False,
+    output: Output = "text",
+) -> None:
+    """Check that this machine's keys could run a job: credentials, each permission (probed without creating
+    anything), balance, network, spot and on-demand quotas, images, the state bucket. Exit 0 only if a job could run."""
+    check_output(output)
+    refuse_silent_emulator(emulator)
+    checks = api.doctor(region or os.environ.get("CVMJOB_REGION") or api.HOME_REGION, emulator)
+    if output == "json":
+        render.print_json({"ok": all(c.ok for c in checks), "checks": [dataclasses.asdict(c) for c in checks]})
+    else:
+        for c in checks:
+            line = f"{'ok' if c.ok else 'NO'}  {c.name}: {c.detail}" + (f". fix: {c.fix}" if c.fix else "")
+            render.console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(EXIT_CLOUD_ERROR)
+
+
+@app.command()
 def schema(
     sweep: Annotated[bool, typer.Option("--sweep", help="the sweep spec's schema instead of the job spec's")] = False,
 ) -> None:
@@ -396,18 +501,27 @@ def _error(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors exit 2 (typer), the project's errors are one line each with their exit code."""
     try:
-        app(args=argv)
+        app(args=argv, prog_name="cvmjob")  # the same usage lines under `python -m orchestrator.cli.main`
     except CvmjobError as exc:  # the cloud's refusals among them (CloudError)
         _error(exc.hint())
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(EXIT_CODES[JobState.CANCELLED])
     finally:
-        # The embedded emulator lives for the jobs' duration: once no active job needs it (a plan, a finished
-        # run, a rejected spec), it stops.
-        with contextlib.suppress(HomeError, StoreError):  # already said, if it is what failed
-            if embedded.running() is not None:
-                api.release_embedded(_store())
+        _release_embedded()
+
+
+def _release_embedded() -> None:
+    """The embedded emulator lives for the jobs' duration: once no active job needs it (a plan, a finished run, a
+    rejected spec), it stops. A command that never started it (`--help`, `--version`) imports nothing for this."""
+    if not loaded("orchestrator.target.embedded"):
+        return
+    from ..state.home import HomeError
+    from ..state.store import StoreError
+
+    with contextlib.suppress(HomeError, StoreError):  # already said, if it is what failed
+        if embedded.running() is not None:
+            api.release_embedded(_store())
 
 
 if __name__ == "__main__":

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from datetime import datetime, timezone
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -17,20 +17,23 @@ from ..ci.fingerprint import digest
 from ..contract import ENDED_PHASES, LOW_UTILISATION, FingerprintEntry, GpuUse, Location, Status
 from ..lifecycle.observation import Observation
 from ..plan import sizing
-from ..providers.tencent.vocabulary import ChargeType
+from ..plan.models import Plan
+from ..providers.tencent.vocabulary import ChargeType, stock_word
+from ..staging.agent_config import locations
 from ..state.machine import EXIT_CODES, JobState
 from ..state.store import Event, JobRecord, NodeRecord
-from ..text import duration
+from ..text import duration, show_values
 
-# Lines are never wrapped (logs and CI read them); tables take the terminal's width, or 120 columns when piped.
-console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+# Lines are never wrapped (logs and CI read them); tables take the terminal's width ($COLUMNS, else 80 when piped)
+# and are laid out to be read at 80 columns.
+console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def when(ts: float | None) -> str:
+def when(ts: float | None, seconds: bool = True) -> str:
     if ts is None:
         return "-"
-    return datetime.fromtimestamp(ts, timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ts, timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else ""))
 
 
 def money(value: float | None) -> str:
@@ -41,12 +44,27 @@ def print_json(data: Any) -> None:
     console.print_json(json.dumps(data, default=str))
 
 
+def table(title: str | None = None) -> Table:
+    """A table laid out to be read at 80 columns: a rule under the header, no frame. Its callers mark the columns
+    whose values must stay whole (ids, types, zones) ``no_wrap``: the others wrap between words to make room."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                 padding=(0, 1, 0, 0))
+
+
+def billing_word(charge_type: str) -> str:
+    """The spec's word (on-demand, spot, reserved) for a charge type as records keep it."""
+    return ChargeType(charge_type).billing
+
+
 # -- plan ----------------------------------------------------------------------------------------------------
 def plan_json(report: PlanReport) -> dict[str, Any]:
+    plan = report.plan.model_dump(mode="json")
+    for placement in [*plan["candidates"], *plan["rejected"]]:  # beside the cloud's charge_type, the spec's word
+        placement["billing"] = billing_word(placement["charge_type"])
     return {
         "name": report.spec.name,
         "target": report.target.describe(),
-        "plan": report.plan.model_dump(mode="json"),
+        "plan": plan,
         "sizing": plan_sizing(report),
         "notes": report.notes,
     }
@@ -70,32 +88,21 @@ def plan_sizing(report: PlanReport) -> dict[str, Any]:
     }
 
 
+def ceiling(plan: Plan) -> str:
+    """The most the job may cost: its time limit at the first placement's price (`plan`'s line, `run`'s estimate)."""
+    return f"at most {plan.expected_hours:g} h (limits.max_runtime): {money(plan.estimated_cost)}"
+
+
 def show_plan(report: PlanReport) -> None:
     plan = report.plan
     console.print(f"[bold]{report.spec.name}[/] on {report.target.describe()}")
     console.print(f"image {plan.image_id} ({plan.image_name}), {plan.nnodes} node(s), state bucket {plan.state_bucket}")
-    table = Table(title="placements, in the order they will be tried", title_justify="left")
-    for column in ("#", "zone", "instance type", "billing", "GPUs", "GiB/GPU", "stock", "CNY/h", "on-demand CNY/h"):
-        table.add_column(column)
-    for i, p in enumerate(plan.candidates, 1):
-        table.add_row(
-            str(i),
-            p.zone,
-            p.instance_type,
-            p.billing,
-            f"{p.gpus:g}",
-            "-" if p.gpu_memory_gib is None else str(p.gpu_memory_gib),
-            p.stock,
-            money(p.price_per_hour),
-            money(p.on_demand_price_per_hour),
-        )
-    console.print(table)
+    console.print(placements_table(plan))
     if plan.rejected:
         console.print(
             "not used: " + "; ".join(f"{r.instance_type} in {r.zone} ({r.reason})" for r in plan.rejected[:6])
         )
-    hours = plan.expected_hours
-    line = f"at most {hours:g} h (limits.max_runtime): {money(plan.estimated_cost)}"
+    line = ceiling(plan)
     if plan.on_demand_cost and plan.estimated_cost and plan.on_demand_cost > plan.estimated_cost:
         saved = 100 * (1 - plan.estimated_cost / plan.on_demand_cost)
         line += f" (on-demand {money(plan.on_demand_cost)}: {saved:.0f}% saved)"
@@ -103,6 +110,23 @@ def show_plan(report: PlanReport) -> None:
     _show_sizing(report)
     for note in [*plan.warnings, *report.notes]:
         console.print(f"note: {note}")
+
+
+def placements_table(plan: Plan) -> Table:
+    shown = table("placements, in the order they will be tried")
+    # The one column that wraps: type and zone on a line where the width allows, else the zone under the type (rich
+    # narrows all wrapping columns alike, and would cut a type beside a longer text).
+    shown.add_column("placement")
+    shown.add_column("billing", no_wrap=True)
+    shown.add_column("GPUs", no_wrap=True)
+    shown.add_column("stock", no_wrap=True)
+    shown.add_column("CNY/h", justify="right", no_wrap=True)
+    shown.add_column("on-demand", justify="right", no_wrap=True)
+    for p in plan.candidates:
+        gpus = f"{p.gpus:g}" + ("" if p.gpu_memory_gib is None else f"×{p.gpu_memory_gib}GiB")
+        shown.add_row(f"{p.instance_type} {p.zone}", p.billing, gpus, stock_word(p.stock),
+                      money(p.price_per_hour), money(p.on_demand_price_per_hour))
+    return shown
 
 
 def _show_sizing(report: PlanReport) -> None:
@@ -177,6 +201,7 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
                 "zone": n.zone,
                 "instance_type": n.instance_type,
                 "charge_type": n.charge_type,
+                "billing": billing_word(n.charge_type),
                 "state": n.state,
                 "end_reason": n.end_reason,
                 "cost_cny": n.cost_cny,
@@ -190,8 +215,32 @@ def job_json(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         "checkpoints": []
         if view is None or view.manifest is None
         else [{"name": c.name, "step": c.step, "emergency": c.emergency} for c in view.manifest.checkpoints],
+        **answer(job, events, nodes, view),
         **({} if job.fingerprint is None else
            {"up_to_date": False, "fingerprint": digest(job.fingerprint)}),
+    }
+
+
+def answer(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: AgentView | None) -> dict[str, Any]:
+    """What a run ends with: the final metrics, where the outputs and checkpoints are, how long it took and was
+    billed, and the commands that take it further."""
+    where = locations(job.job_id, job.spec, job.plan.state_bucket)
+    ended = [e.at for e in events if e.kind == "transition"]
+    billed = [s for n in nodes if (s := n.ran_seconds(job.updated_at)) is not None]
+    commands = [f"cvmjob logs {job.job_id}", f"cvmjob download {job.job_id} outputs",
+                f"cvmjob download {job.job_id} checkpoints"]
+    if not job.state.is_terminal():
+        commands = [f"cvmjob status {job.job_id}", f"cvmjob logs {job.job_id} --follow"]
+    elif job.state not in (JobState.SUCCEEDED, JobState.CANCELLED):
+        commands = [f"cvmjob logs {job.job_id}", f"cvmjob download {job.job_id} checkpoints"]
+    return {
+        "metrics": {} if view is None or view.result is None else view.result.metrics,
+        "outputs": cos_uri(where.outputs),
+        "outputs_uploaded": None if view is None or view.result is None else view.result.outputs_uploaded,
+        "checkpoints_location": cos_uri(where.checkpoints),
+        "total_seconds": round(max(ended) - job.created_at, 1) if ended else 0.0,
+        "billed_seconds": round(sum(billed), 1),
+        "next": commands,
     }
 
 
@@ -210,26 +259,9 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
     style = "green" if job.state == JobState.SUCCEEDED else "red" if job.state.is_terminal() else "yellow"
     # A reason may repeat what the training wrote (its result's): text, never markup (a "[/x]" raised MarkupError).
     console.print(f"[bold]{job.job_id}[/] ({escape(job.name)}): [{style}]{job.state.value}[/] — {escape(job.reason)}")
-    table = Table(title="phases", title_justify="left")
-    for column in ("state", "entered", "took"):
-        table.add_column(column)
-    for state, entered, left, _ in phases(events):
-        table.add_row(state, when(entered), duration((left or time.time()) - entered) if left else "")
-    console.print(table)
+    console.print(phases_table(events))
     if nodes:
-        nt = Table(title="instances", title_justify="left")
-        for column in ("attempt", "node", "instance", "placement", "state", "cost"):
-            nt.add_column(column)
-        for n in nodes:
-            nt.add_row(
-                str(n.attempt),
-                str(n.node),
-                n.instance_id or "-",
-                f"{n.instance_type} {n.zone} {n.charge_type}",
-                escape(n.state + (f" ({n.end_reason})" if n.end_reason else "")),
-                money(n.cost_cny),
-            )
-        console.print(nt)
+        console.print(instances_table(nodes))
     if view is not None and view.status is not None:
         s = view.status
         console.print(
@@ -256,13 +288,44 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         console.print(f"cost: {money(job.cost_cny)}; exit code {EXIT_CODES.get(job.state)}")
 
 
+def phases_table(events: list[Event]) -> Table:
+    shown = table("phases")
+    shown.add_column("state", no_wrap=True)
+    shown.add_column("entered", no_wrap=True)
+    shown.add_column("took", no_wrap=True)
+    for state, entered, left, _ in phases(events):
+        shown.add_row(state, when(entered), duration((left or time.time()) - entered) if left else "")
+    return shown
+
+
+def instances_table(nodes: list[NodeRecord]) -> Table:
+    """Each node of each attempt: ids, type and zone whole; the state and its reason, last, wrap."""
+    shown = table("instances")
+    shown.add_column("try", justify="right", no_wrap=True)
+    shown.add_column("node", justify="right", no_wrap=True)
+    shown.add_column("instance", no_wrap=True)
+    shown.add_column("placement", no_wrap=True)
+    shown.add_column("cost", justify="right", no_wrap=True)
+    shown.add_column("state", overflow="fold")
+    for n in nodes:
+        placement = f"{n.instance_type}\n{n.zone} {billing_word(n.charge_type)}"  # the state wraps, not this
+        shown.add_row(str(n.attempt), str(n.node), n.instance_id or "-", placement, money(n.cost_cny),
+                      escape(n.state + (f" ({n.end_reason})" if n.end_reason else "")))
+    return shown
+
+
 def jobs_table(jobs: list[JobRecord]) -> Table:
-    table = Table()
-    for column in ("job", "name", "state", "attempt", "created", "cost"):
-        table.add_column(column)
+    shown = table()
+    shown.add_column("job", no_wrap=True)
+    shown.add_column("name", overflow="fold")
+    shown.add_column("state", no_wrap=True)
+    shown.add_column("try", justify="right", no_wrap=True)
+    shown.add_column("created", no_wrap=True)
+    shown.add_column("cost", justify="right", no_wrap=True)
     for j in jobs:
-        table.add_row(j.job_id, j.name, j.state.value, str(j.attempt), when(j.created_at), money(j.cost_cny))
-    return table
+        shown.add_row(j.job_id, j.name, j.state.value, str(j.attempt), when(j.created_at, seconds=False),
+                      money(j.cost_cny))
+    return shown
 
 
 # -- GPU utilisation -----------------------------------------------------------------------------------------
@@ -363,9 +426,21 @@ def summary(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view: 
         console.print(f"  checkpoints    {len(view.manifest.checkpoints)} (latest step {latest.step})")
     if job.image_id:
         console.print(f"  image          {job.image_id}")
+    said = answer(job, events, nodes, view)
+    if said["metrics"]:
+        console.print(f"  metrics        {show_values(said['metrics'])}", markup=False)
+    files = said["outputs_uploaded"]
+    console.print(f"  outputs        {said['outputs']}" + ("" if files is None else f" ({files} file(s))"),
+                  markup=False)
+    console.print(f"  checkpoints at {said['checkpoints_location']}", markup=False)
+    console.print(f"  time           {duration(said['total_seconds'])} in all, "
+                  f"{duration(said['billed_seconds'])} of instance time billed", markup=False)
     if job.state != JobState.SUCCEEDED:
         console.print(f"  reason         {job.reason}", markup=False)
         if view is not None and view.result is not None and view.result.log_tail:
             console.print("  last log lines:")
             for line in view.result.log_tail.splitlines():
                 console.print(f"    {line}", markup=False)
+    console.print("  next:", markup=False)
+    for command in said["next"]:
+        console.print(f"    {command}", markup=False)

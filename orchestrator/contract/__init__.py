@@ -3,7 +3,7 @@
 Each module holds one direction; this package re-exports every name, so ``from orchestrator.contract import X``
 works whichever module holds ``X``:
 - ``layout``: the state bucket's keys, and which process writes each object;
-- ``agent``: controller -> agent (config, keys, control, rendezvous);
+- ``agent``: controller -> agent (config, keys, secrets, control, rendezvous);
 - ``reports``: agent -> controller (phases, status, result, checkpoint manifest);
 - ``training``: agent <-> training script (environment, checkpoint signal and names, progress);
 - ``shared``: controller -> other machines and later runs (job.json, fingerprints, CI's facts);
@@ -15,7 +15,16 @@ This package imports nothing else of ``orchestrator``: the agent's wheel and eve
 
 from __future__ import annotations
 
-from .agent import AgentConfig, Control, CosAccess, CredentialsDoc, Rendezvous, ResumeSource, TemporaryKeys
+from .agent import (
+    AgentConfig,
+    Control,
+    CosAccess,
+    CredentialsDoc,
+    Rendezvous,
+    ResumeSource,
+    SecretsDoc,
+    TemporaryKeys,
+)
 from .base import LAYOUT_VERSION, Model
 from .decode import AGENT_DOC_LIMIT, Unread, UnreadWhy, decode_agent_doc, decode_doc, too_large
 from .layout import (
@@ -111,6 +120,7 @@ __all__ = [
     "ResumeSource",
     "RunFacts",
     "RunLabels",
+    "SecretsDoc",
     "Status",
     "TemporaryKeys",
     "TrainingEnv",

@@ -29,6 +29,8 @@ class CosAccess(Model):
     # "sts": temporary keys below, refreshed from ``credentials_url``; "role": the CVM role's metadata keys.
     mode: Literal["sts", "role"] = "sts"
     role_name: str | None = None
+    # Buckets of other regions (network.allow_cross_region) and theirs: reached there, over the public network.
+    bucket_regions: dict[str, str] = Field(default_factory=dict)
 
 
 class TemporaryKeys(Model):
@@ -77,6 +79,19 @@ class AgentConfig(Model):
     gpu_driver: str | None = None
     # The instances' security groups, named when the nodes cannot reach each other.
     security_groups: list[str] = Field(default_factory=list)
+    # secrets.json (JobLayout.secrets), read with the keys above, when the spec names ``secrets``: their values
+    # reach the training's environment and no document (this one is in COS once per attempt and node).
+    secrets_key: str | None = None
+
+
+class SecretsDoc(Model):
+    """``secrets.json``: the values of the spec's ``secrets``, read from the submitting machine's environment. Put
+    once at submission under the job's prefix, which only the job's own agents' scoped keys (and the account's)
+    may read, so that any controller process relaunching an attempt has nothing to carry; the store, spec.json,
+    job.json, agent.json and the fingerprint hold the names alone."""
+
+    layout_version: int = LAYOUT_VERSION
+    values: dict[str, str] = Field(repr=False)  # name -> value; never in a repr, a log line or a traceback
 
 
 class Control(Model):

@@ -1,6 +1,7 @@
 """The state bucket's layout: a versioned layout of objects under the job's COS prefix.
 
 The controller and the agent never talk directly (design.md §2). Each object has exactly one writer:
+- the submitting CLI (api.submit): ``secrets.json`` (the values of the spec's ``secrets``, read by the agents);
 - controller: ``spec.json``, ``bundle/*``, ``attempts/<n>/nodes/<k>/agent.json``, ``attempts/<n>/credentials.json``,
   ``attempts/<n>/control.json``; and, beside the jobs' folders, the agent wheel the jobs of a bucket share
   (``_agent/<sha256>/<wheel>``: a sweep of a thousand trials uploads it once);
@@ -53,6 +54,10 @@ class JobLayout:
     @property
     def job_doc(self) -> str:
         return self.prefix + "job.json"
+
+    @property
+    def secrets(self) -> str:
+        return self.prefix + "secrets.json"
 
     @property
     def bundle_prefix(self) -> str:

@@ -94,6 +94,7 @@ class Status(Model):
     time: float
     seq: int  # increases with every write: a stale heartbeat is one whose seq stops moving
     step: int | None = None
+    total_steps: int | None = None  # Progress.total_steps: a view's "step N of M" and its ETA
     loss: float | None = None
     metrics: Metrics = Field(default_factory=dict)  # the training's latest value of each (Progress.metrics)
     metrics_step: int | None = None  # the step the newest of them was reported at: a sweep's intermediate value

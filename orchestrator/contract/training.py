@@ -60,3 +60,4 @@ class Progress(Model):
     stopped: bool = False
     metrics: Metrics = Field(default_factory=dict)
     metrics_step: int | None = None
+    total_steps: int | None = Field(default=None, ge=1)  # the step count the script means to reach (report(total=))

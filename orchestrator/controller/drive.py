@@ -11,7 +11,8 @@ from collections.abc import Callable
 from ..lifecycle.execute import Emit
 from ..state.home import controller_name, died_here
 from ..state.store import JobRecord, Store
-from .engine import LEASE_SECONDS, Controls, Engine, OnRound
+from .engine import Controls, Engine, OnRound
+from .settings import LEASE_SECONDS
 
 
 def _holder_is_dead(store: Store, job_id: str) -> bool:

@@ -49,11 +49,11 @@ from ..providers.tencent.storage import ObjectStore
 from ..state.machine import JobState
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
 from ..target import Target, connect, reconnect
+from .settings import LEASE_SECONDS
 from .steps import StepPool, Urgency
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS = 30.0
 TRANSIENT_PAUSE = 5.0  # after an action failed transiently beyond its retries
 IDLE_SECONDS = 1.0  # the longest the engine sleeps without a look at its jobs' wake-ups
 WAKE_POLL_SECONDS = 0.1  # how soon a signal handler's request (Controls) is noticed while sleeping

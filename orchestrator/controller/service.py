@@ -15,30 +15,19 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
 from ..state.home import controller_name
 from ..state.store import Store, StoreBusy, StoreError, StoreUnreachable
-from .engine import LEASE_SECONDS, Engine
+from .engine import Engine
+from .settings import ServiceSettings
 
 log = logging.getLogger(__name__)
 
 CLAIM_BATCH = 50  # jobs claimed per round at most: a thousand pending jobs are taken in twenty rounds, not one stall
 IDLE_EXIT_SECONDS = 30.0
 OUTAGE_MAX_WAIT = 15.0  # the longest pause between two tries of a store that does not answer
-
-
-@dataclass(frozen=True)
-class ServiceSettings:
-    max_jobs: int = 1000
-    lease_seconds: float = LEASE_SECONDS
-    # Threads stepping jobs: mostly waiting on COS and the API, so more than the cores; a thousand training jobs
-    # are ~330 status reads a second, and 16 threads left launches queued behind them.
-    workers: int = 32
-    tick_seconds: float = 1.0  # rounds at most this often: the jobs due within a tick share one look at the cloud
-    exit_when_idle: bool = False  # a controller started by `run --detach` ends when it has nothing left to drive
 
 
 class Service:

@@ -45,6 +45,12 @@ class InstanceType:
         return 0 < self.gpu_count < 1
 
     @property
+    def needs_hpc_cluster(self) -> bool:
+        """The HCC (high-performance computing cluster) families are sold only into an HPC cluster of their zone
+        (RunInstancesRequest.HpcClusterId: "若创建的实例为高性能计算实例，需指定实例放置的集群，否则不可指定")."""
+        return self.family.startswith("HCC")
+
+    @property
     def spot_price_fen_per_hour(self) -> int:
         return round(self.price_fen_per_hour * self.spot_discount)
 

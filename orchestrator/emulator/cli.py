@@ -1,4 +1,5 @@
-"""``python -m orchestrator.emulator serve|seed`` and ``cvmjob emulator serve|seed``: one parser for both.
+"""``python -m orchestrator.emulator serve|seed``, and what ``cvmjob emulator serve|seed`` (typer, in
+orchestrator/cli/emulator.py) calls with the options it parsed: ``run(Namespace)``, the same fields as this parser's.
 
 ``seed`` copies a local folder into a bucket of a running emulator (example data), through the admin API
 (admin/routes.py ``POST seed``); bad input is one ``error: ...`` line on stderr and exit status 2.
@@ -20,9 +21,8 @@ import sys
 from pathlib import Path
 
 from .client import AdminClient, AdminError
-from .config import DEFAULT_APPID, DEFAULT_REGION, DEFAULT_SECRET_ID, EmulatorConfig
-from .keys import KEY_VARIABLE, Key, KeyProblem, find_key, read_key_file
-from .server import CannotListen, start
+from .config import DEFAULT_APPID, DEFAULT_REGION, DEFAULT_SECRET_ID, KEY_VARIABLE, EmulatorConfig
+from .keys import Key, KeyProblem, find_key, read_key_file
 
 COS_URL = "cos://"
 
@@ -94,6 +94,7 @@ def parser(prog: str = "python -m orchestrator.emulator") -> argparse.ArgumentPa
     d.add_argument("--secret-key", help=argparse.SUPPRESS)  # refused: see _argv_key()
     d.add_argument("--region", default=DEFAULT_REGION, help="where the bucket is created if it is missing")
     d.add_argument("--force", action="store_true", help="seed even if the prefix already holds objects")
+    d.add_argument("--output", "-o", choices=("text", "json"), default="text", help="text or json")
     d.add_argument(
         "folder", type=Path, metavar="FOLDER", help="read by the emulator: on its machine, under its --seed-root"
     )
@@ -167,6 +168,8 @@ def config_from(args: argparse.Namespace, secret_key: str) -> EmulatorConfig:
 
 async def serve(config: EmulatorConfig, key_file: Path | None, ready_file: Path | None = None) -> None:
     """``key_file``: where its clients read the key (None: given in the environment), said in the ready file."""
+    from .server import start  # the server's modules (aiohttp, PyJWT) only where it serves: `seed` is a client
+
     runner, config = await start(config)
     info = {
         "endpoint": config.endpoint,
@@ -233,7 +236,10 @@ def seed(args: argparse.Namespace, secret_key: str | None = None) -> int:
     except OSError as exc:  # urllib's URLError included: refused, unreachable, timed out
         sys.stderr.write(f"error: cannot reach the emulator at {args.endpoint}: {getattr(exc, 'reason', exc)}\n")
         return 2
-    if done["skipped"]:
+    if args.output == "json":
+        print(json.dumps({"destination": url, "seeded": not done["skipped"], "files": done["files"],
+                          "bytes": done["bytes"]}))
+    elif done["skipped"]:
         print(f"{url} already holds objects: nothing seeded (--force to seed anyway)")
     else:
         print(f"seeded {done['files']} files ({done['bytes']} bytes) into {url}")
@@ -242,9 +248,15 @@ def seed(args: argparse.Namespace, secret_key: str | None = None) -> int:
 
 def main(argv: list[str] | None = None, prog: str | None = None, secret_key: str | None = None) -> int:
     """``secret_key``: the key a calling program holds (``seed`` only; never from a command line)."""
-    args = (parser(prog) if prog else parser()).parse_args(argv)
+    return run((parser(prog) if prog else parser()).parse_args(argv), secret_key)
+
+
+def run(args: argparse.Namespace, secret_key: str | None = None) -> int:
+    """``args``: what ``parser()`` makes of a command line (``command`` "serve" or "seed" and its options)."""
     if args.command == "seed":
         return seed(args, secret_key)
+    from .server import CannotListen
+
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         key = serve_key(args)

@@ -120,6 +120,20 @@ class AdminClient:
             )
         )
 
+    def set_spot_quota(self, spot_vcpus: int | None, zone: str | None = None) -> dict[str, int]:
+        """The spot quota (vCPU cores) of ``zone`` (None: of every zone) from now on, as a ticket to Tencent sets it;
+        ``spot_vcpus`` None: the default (50). Returns {zone: spot_vcpus} of the zones set."""
+        body: dict[str, Any] = {"spot_vcpus": spot_vcpus}
+        if zone is not None:
+            body["zone"] = zone
+        return dict(self._call("PUT", "quota", body)["spot_vcpus"])
+
+    def set_account_policy(self, policy: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Narrow the account's long-term key to a CAM policy, as a sub-account's key is (the temporary keys it
+        issues later are bound by it too); None: the root account's full rights again. Returns the policy in force."""
+        answer = self._call("PUT", "cam/policy", {"policy": policy})["policy"]
+        return None if answer is None else dict(answer)
+
     def add_launch_failures(self, count: int = 1, message: str = "", **match: str) -> dict[str, Any]:
         """The next ``count`` launches matching zone / instance_type / charge_type end LAUNCH_FAILED."""
         return dict(self._call("POST", "launch-failures", {"count": count, "message": message, **match}))

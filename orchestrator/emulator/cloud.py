@@ -147,6 +147,7 @@ class Cloud:
             "version": STATE_VERSION,
             "clock": self.clock.state(),
             "iam": self.iam.to_state(),
+            "account_policy": self.iam.account_state(),
             "web_identity": self.web_identity.to_state(),
             "billing": self.billing.to_state(),
             "cvm": self.cvm.to_state(),
@@ -168,6 +169,7 @@ class Cloud:
             raise RuntimeError(f"{path} has state version {state.get('version')}, this emulator reads {STATE_VERSION}")
         self.clock.restore(state.get("clock", {}))
         self.iam.restore(state.get("iam", []))
+        self.iam.restore_account(state.get("account_policy"))
         self.web_identity.restore(state.get("web_identity", {}))
         self.billing.restore(state.get("billing", {}))
         self.cvm.restore(state.get("cvm", {}))

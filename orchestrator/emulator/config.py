@@ -13,6 +13,9 @@ DEFAULT_SECRET_ID = "AKIDcvmjobEmulator0000000000000000"
 DEFAULT_APPID = "1250000000"
 DEFAULT_UIN = "100000000001"
 DEFAULT_REGION = "ap-guangzhou"
+# Where a SecretKey given to the emulator (its server, or `seed` as a client) is read from (keys.py); here, in this
+# light module, for the help of `cvmjob emulator`, which imports nothing else of the emulator until it runs.
+KEY_VARIABLE = "TENCENTCLOUD_EMULATOR_SECRET_KEY"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,11 @@ issue, each optionally narrowed by a CAM policy that the emulator enforces (API 
 
 CAM policy evaluation follows the documented model: an explicit deny wins, otherwise some statement must allow
 the action on the resource (https://cloud.tencent.com/document/product/598/10603). Temporary credentials get
-the intersection of their issuer's rights and the session policy.
+the intersection of their issuer's rights and the session policy, fixed when they are issued.
+
+The long-term key has the account's full rights until the admin API gives it a policy (``PUT /_emulator/cam/policy``):
+then it is what a sub-account's key is on Tencent Cloud, allowed only what its user's policies allow, and so is
+every credential it issues (GetFederationToken, AssumeRole).
 """
 
 from __future__ import annotations
@@ -154,6 +158,23 @@ class Iam:
     appid: str
     _temporary: dict[str, TemporaryCredential] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The long-term key's policy; None: the root account's full rights.
+    account_policy: Policy | None = None
+
+    def long_term(self, secret_id: str) -> Principal:
+        """The caller whose signature the long-term key verified."""
+        return Principal(secret_id, self.account_policy)
+
+    def narrow(self, document: dict[str, Any] | None) -> Policy | None:
+        """The long-term key from now on: allowed what ``document`` (a CAM policy) allows; None: everything."""
+        self.account_policy = None if document is None else Policy.parse(document)
+        return self.account_policy
+
+    def account_state(self) -> list[list[dict[str, Any]]] | None:
+        return _policy_state(self.account_policy)
+
+    def restore_account(self, state: list[list[dict[str, Any]]] | None) -> None:
+        self.account_policy = _policy_from_state(state)
 
     def issue(self, duration: float, now: float, policy: Policy | None, source: str) -> TemporaryCredential:
         cred = TemporaryCredential(

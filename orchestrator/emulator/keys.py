@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-KEY_VARIABLE = "TENCENTCLOUD_EMULATOR_SECRET_KEY"
+from .config import KEY_VARIABLE
+
 KEY_FILE = "secret_key"  # in the state directory, when the key was not given
 _ALPHABET = string.ascii_letters + string.digits
 _KEY_LENGTH = 32  # a real SecretKey's length

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .keys import KEY_VARIABLE, private_dir
+from .config import KEY_VARIABLE
+from .keys import private_dir
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 

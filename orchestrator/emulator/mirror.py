@@ -63,8 +63,9 @@ def handle(request: web.Request, path: str, driver_install_seconds: float) -> we
 
 
 def unreachable(host: str) -> web.Response:
-    """What an instance's request to any other host of the internet gets from its proxy, the emulator: an
-    emulated instance has no public IP, and the emulator sends nothing off loopback."""
+    """What an instance's request to any other host of the internet gets from its proxy, the emulator: the
+    emulator sends nothing off loopback, so even an instance with a public IP gets this (a deviation). An instance
+    without one gets it too for COS of another region, which Tencent serves only on public addresses (server.py)."""
     return web.Response(status=502, reason="Unreachable",
                         text=f"{host} is unreachable from this instance: it has no public IP, and reaches only the "
                              f"metadata service, COS of its region and {HOST}\n")

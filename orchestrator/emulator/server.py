@@ -2,7 +2,8 @@
 
 Routing, in order: the admin API (``/_emulator/...`` on the emulator's own host); COS when the Host header or an
 absolute-form target names a bucket host (``<bucket>-<appid>.cos.<region>.myqcloud.com``: the COS SDK in IP mode
-and coscmd through HTTP_PROXY); the instance metadata service when the host is ``metadata.tencentyun.com``
+and coscmd through HTTP_PROXY), unless an instance asks for a bucket host of another region without a public IP
+(``_cross_region``); the instance metadata service when the host is ``metadata.tencentyun.com``
 (instances reach it through the proxy the emulator hands them); COS ListBuckets for q-signed ``GET /``; and
 otherwise API 3.0 (path ``/``, TC3-signed, service from the credential scope).
 """
@@ -57,6 +58,8 @@ async def front_door(request: web.Request) -> web.StreamResponse:
     for host in hosts:
         match = BUCKET_HOST.match(host)
         if match:
+            if _cross_region(request, cloud, match["region"]):
+                return mirror.unreachable(host)
             return await cloud.cos.handle(request, match["bucket"], match["region"])
         if host == METADATA_HOST:
             return await metadata.handle(request, cloud)
@@ -70,6 +73,15 @@ async def front_door(request: web.Request) -> web.StreamResponse:
     if auth.startswith("q-sign-algorithm") or "q-sign-algorithm" in request.query_string:
         return await cloud.cos.handle_service(request)
     return await api3(request, cloud)
+
+
+def _cross_region(request: web.Request, cloud: Cloud, region: str) -> bool:
+    """Whether an instance (known by its proxy credentials) asks for COS of another region with no public IP to
+    reach it by. Tencent resolves a bucket host of the instance's own region to a private address and "cross-region
+    requests ... will be resolved to a public network address" (realcloud.md §2.1), which an instance without a
+    public IP cannot reach. The controller on the host carries no instance's credentials: it reaches every region."""
+    rec = metadata.caller(request, cloud)
+    return rec is not None and rec.region != region and not rec.internet.get("PublicIpAssigned", False)
 
 
 def _ours(host: str) -> bool:

@@ -159,7 +159,7 @@ def _lost_nodes(current: list[NodeRecord], obs: Observation) -> list[tuple[int, 
         elif view.instance.state.never_ran:
             lost.append((n.node, NodeState.FAILED, view.instance.error_message or f"{view.instance.state}"))
         elif view.instance.state.down:
-            lost.append((n.node, NodeState.LOST, f"the instance is {view.instance.state} (reclaimed?)"))
+            lost.append((n.node, NodeState.LOST, f"the instance is {view.instance.state.word} (reclaimed?)"))
     return lost
 
 
@@ -388,11 +388,11 @@ def _imaging(r: _Round) -> list[Action]:
         return [
             Move(
                 S.TEARING_DOWN,
-                f"training succeeded; image {r.job.image_id} still {image.state} after {r.s.image_timeout:.0f} s",
+                f"training succeeded; image {r.job.image_id} still {image.state.word} after {r.s.image_timeout:.0f} s",
                 outcome=S.SUCCEEDED,
             )
         ]
-    return [Wait(max(r.s.poll_seconds, 2.0), f"image {r.job.image_id} is {image.state}")]
+    return [Wait(max(r.s.poll_seconds, 2.0), f"image {r.job.image_id} is {image.state.word}")]
 
 
 def _keeping(r: _Round) -> list[Action]:

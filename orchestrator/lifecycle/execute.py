@@ -67,6 +67,9 @@ class Executor(Attempts, Instances, Images, Records):
             changes["keep_until"] = action.keep_until
         self.store.transition(self.job_id, self.token, job.state, action.target, action.reason, self.now(), **changes)
         self.emit("state", f"{action.target.value}: {action.reason}")
+        if action.target.is_terminal() and job.spec.secrets:
+            # Nothing launches a job that has ended: its secrets' one copy goes with it.
+            retrying(lambda: self.state.delete([self.layout.secrets]))
         if job.attempt > 0:  # before its first attempt a job has nothing to follow, and no COS write delays a launch
             jobdoc.publish(self.state, self.job(), self.store.nodes(self.job_id), self.store.events(self.job_id))
         return Next.LOOK_AGAIN

@@ -17,6 +17,8 @@ from ..state.store import NodeRecord
 
 PREEMPTED = "preempted"  # reclaimed with a notice, or lost without one
 CAPACITY = "capacity"  # no stock / launch failed
+QUOTA = "quota"  # the account's quota in the zone (spot vCPUs, instances) refused the launch: no retry there helps
+QUOTA_REASON = "account quota: "  # how a launch the quota refused ends its node (end_reason's start)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def summarize(nodes: list[NodeRecord]) -> list[AttemptSummary]:
         if not ended:
             continue
         first = ended[0]
-        kind = CAPACITY if first.state == NodeState.FAILED else PREEMPTED
+        kind = PREEMPTED if first.state != NodeState.FAILED else \
+            QUOTA if first.end_reason.startswith(QUOTA_REASON) else CAPACITY
         out.append(
             AttemptSummary(
                 attempt=attempt,
@@ -108,7 +111,7 @@ def next_placement(
         return Relaunch(candidates[0], "first attempt")
     last = history[-1]
     preemptions = [h for h in history if h.kind == PREEMPTED]
-    failures = [h for h in history if h.kind == CAPACITY]
+    failures = [h for h in history if h.kind in (CAPACITY, QUOTA)]
     tried = _tried(history)
     if len(preemptions) > rules.max_preemptions:
         return GiveUp(
@@ -137,13 +140,15 @@ def next_placement(
         same = next((p for p in allowed if _key(p) == _key(last.placement)), None)
         return Relaunch(same or allowed[0], f"after a reclaim in {last.placement.label()}")
 
-    # A launch failed: retry the same placement with backoff, then move along the candidates.
+    # A launch failed: retry the same placement with backoff, then move along the candidates. A quota refusal is
+    # not retried, and rules out its zone for that way of paying (the quota is the zone's, whatever the type).
     streak = 0
     for h in reversed(history):
         if h.kind != CAPACITY or _key(h.placement) != _key(last.placement):
             break
         streak += 1
-    if streak <= rules.same_zone_retries and any(_key(p) == _key(last.placement) for p in allowed):
+    if last.kind != QUOTA and streak <= rules.same_zone_retries and \
+            any(_key(p) == _key(last.placement) for p in allowed):
         delay = min(rules.backoff.maximum, rules.backoff.initial * rules.backoff.multiplier ** (streak - 1))
         delay *= 1 + rules.backoff.jitter * (2 * random.Random(f"{seed}:{len(history)}").random() - 1)
         if now < last.ended_at + delay:
@@ -152,6 +157,8 @@ def next_placement(
             )
         return Relaunch(last.placement, f"retry {streak} of {rules.same_zone_retries} in {last.placement.label()}")
     exhausted = {_key(h.placement) for h in failures}
+    refused = {(h.placement.zone, h.placement.charge_type) for h in failures if h.kind == QUOTA}
+    exhausted |= {_key(p) for p in candidates if (p.zone, p.charge_type) in refused}
     # Sold out everywhere at the preferred charge type: on-demand, if the policy has an on-demand fallback.
     last_resort = [p for p in candidates if p.charge_type == ChargeType.ON_DEMAND] \
         if rules.falls_back_to_on_demand else []

@@ -53,6 +53,7 @@ class PlannedNetwork(BaseModel):
     subnets: dict[str, str] = Field(default_factory=dict)  # zone -> subnet id
     security_group_ids: list[str] = Field(default_factory=list)
     public_bandwidth_mbps: int | None = None
+    hpc_cluster_id: str | None = None  # where the HCC candidates go (the others name none)
 
 
 class Plan(BaseModel):
@@ -69,6 +70,9 @@ class Plan(BaseModel):
     estimated_cost: float | None = None  # CNY, first candidate, all nodes, expected hours
     on_demand_cost: float | None = None  # the same on demand: what spot saves
     state_bucket: str = ""
+    # Buckets the job uses in another region, and theirs (network.allow_cross_region): reached there, over the
+    # public network. Every other bucket is in the job's region.
+    bucket_regions: dict[str, str] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     gpu_memory: MemoryEstimate | None = None  # what each GPU must hold, from instance.need.model
     resume_from: ResumeSource | None = None  # checkpoints.resume_from, resolved at plan time (api.plan)

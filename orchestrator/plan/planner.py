@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CvmjobError
-from ..providers.tencent.compute import Offering
-from ..providers.tencent.vocabulary import ChargeType, StockStatus
+from ..providers.tencent.compute import HpcCluster, Offering, ZoneQuota
+from ..providers.tencent.vocabulary import ChargeType, StockStatus, needs_hpc_cluster
 from ..spec.compute import GpuDriver, ImageSpec
 from ..spec.gpus import (
     GPU_MEMORY_GIB,
@@ -76,6 +76,8 @@ class Facts:
     public_images: list[PublicImage] = field(default_factory=list)
     state_bucket: str = ""
     network: NetworkFacts | None = None  # None: no network named (facts gathered by hand, without the VPC's)
+    spot_quotas: dict[str, ZoneQuota] | None = None  # by zone; None: not read (not a spot job)
+    hpc_cluster: HpcCluster | None = None  # the spec's network.hpc_cluster_id, as the cloud has it
 
 
 def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
@@ -100,6 +102,7 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
     }
     candidates: list[Placement] = []
     rejected: list[Rejected] = []
+    over_quota: list[str] = []  # spot placements the account's quota cannot hold: said in one line
     # Spot and reserved jobs may continue on demand (recovery policy, pool policy): those placements follow.
     charges = [charge] + ([ChargeType.ON_DEMAND] if charge != ChargeType.ON_DEMAND else [])
     for charge_type in charges:
@@ -115,7 +118,12 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
                     None,
                 )
                 reason = (avoid.get((zone, instance_type)) or _no_subnet(network, zone)
+                          or _no_hpc_cluster(facts.hpc_cluster, instance_type, zone)
                           or _unusable(offer, spec, charge_type))
+                if not reason and (quota := _over_spot_quota(facts.spot_quotas, offer, charge_type,
+                                                               spec.train.nnodes)):
+                    reason = quota
+                    over_quota.append(f"{instance_type} in {zone}")
                 if reason:
                     rejected.append(
                         Rejected(zone=zone, instance_type=instance_type, charge_type=charge_type, reason=reason)
@@ -139,6 +147,9 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
         candidates += _cheapest_first([p for p in placements if p.instance_type in chosen], zones)
         candidates += [p for p in placements if p.instance_type not in chosen]
     warnings = []
+    if over_quota:
+        warnings.append(f"spot quota: dropped {', '.join(over_quota)}: the account's spot vCPUs in those zones "
+                        "cannot hold the job's nodes. ask Tencent for more spot quota by ticket, or use on-demand")
     if not any(c.charge_type == charge for c in candidates):
         tried = "; ".join(f"{r.instance_type} in {r.zone}: {r.reason}" for r in rejected if r.charge_type == charge)
         if on_demand_fallback and candidates:
@@ -176,7 +187,8 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
             vpc_id=network.vpc_id,
             subnets={z: s for z, s in network.subnets.items() if any(c.zone == z for c in candidates)},
             security_group_ids=network.security_group_ids,
-            public_bandwidth_mbps=spec.network.public_ip.bandwidth_mbps if spec.network.public_ip else None),
+            public_bandwidth_mbps=spec.network.public_ip.bandwidth_mbps if spec.network.public_ip else None,
+            hpc_cluster_id=None if facts.hpc_cluster is None else facts.hpc_cluster.cluster_id),
         warnings=warnings,
         gpu_memory=memory,
         gpu_driver=driver,
@@ -359,6 +371,27 @@ def _no_subnet(network: NetworkFacts | None, zone: str) -> str:
     if network is None or zone in network.subnets:
         return ""
     return f"{network.vpc_id} has no subnet in this zone (network.subnet_ids)"
+
+
+def _no_hpc_cluster(cluster: HpcCluster | None, instance_type: str, zone: str) -> str:
+    """Why an HCC type cannot be bought here: the cloud sells one only into an HPC cluster of its zone."""
+    if not needs_hpc_cluster(instance_type) or (cluster is not None and cluster.zone == zone):
+        return ""
+    if cluster is None:
+        return ("an HCC type is sold only into an HPC cluster: set network.hpc_cluster_id (one of this zone, made "
+                "with CreateHpcCluster or in the console)")
+    return f"an HCC type goes into network.hpc_cluster_id's zone, and {cluster.cluster_id} is in {cluster.zone}"
+
+
+def _over_spot_quota(quotas: dict[str, ZoneQuota] | None, offer: Offering | None, charge_type: ChargeType,
+                     nnodes: int) -> str:
+    """Why the account's spot quota (vCPUs per zone) cannot hold the job's nodes here: no retry fixes that."""
+    quota = None if quotas is None or offer is None or charge_type != ChargeType.SPOT else quotas.get(offer.zone)
+    if quota is None or offer is None or offer.cpu * nnodes <= quota.remaining:
+        return ""
+    nodes = f" × {nnodes} nodes" if nnodes > 1 else ""
+    return (f"the spot quota of {offer.zone} is {quota.total} vCPU ({quota.remaining} free) and {offer.instance_type} "
+            f"needs {offer.cpu}{nodes}: ask Tencent for more spot quota by ticket, or use on-demand")
 
 
 def _unusable(offer: Offering | None, spec: JobSpec, charge_type: ChargeType) -> str:

@@ -20,13 +20,15 @@ from pydantic_core import ErrorDetails
 
 from orchestrator.spec.base import FIELD_PROBLEM
 from orchestrator.spec.errors import Problem
+from orchestrator.spec.sources import Sources
 from orchestrator.spec.suggest import did_you_mean
 
 _KEY = "[key]"  # pydantic's location marker for an error in a mapping's key
 
 
-def explain(error: ValidationError, model: type[BaseModel], source: str) -> list[Problem]:
-    """One Problem per error in ``error``, raised while validating ``model`` from the file ``source``."""
+def explain(error: ValidationError, model: type[BaseModel], source: str | Sources) -> list[Problem]:
+    """One Problem per error in ``error``, raised while validating ``model`` from the file ``source`` (with
+    Sources: each at its field's ``file:line:col``, or the ``--set`` that set it)."""
     return [_problem(detail, model, source) for detail in error.errors(include_url=False)]
 
 
@@ -39,7 +41,7 @@ class _Site:
     field: FieldInfo | None
 
 
-def _problem(detail: ErrorDetails, model: type[BaseModel], source: str) -> Problem:
+def _problem(detail: ErrorDetails, model: type[BaseModel], source: str | Sources) -> Problem:
     loc: tuple[int | str, ...] = tuple(detail["loc"])
     ctx = detail.get("ctx", {})
     if detail["type"] == FIELD_PROBLEM:
@@ -48,7 +50,7 @@ def _problem(detail: ErrorDetails, model: type[BaseModel], source: str) -> Probl
     else:
         message = _message(detail, model, loc)
     path = ".".join(str(part) for part in loc if part != _KEY)
-    return Problem(source, path, message)
+    return Problem(source if isinstance(source, str) else source.of(loc), path, message)
 
 
 def _message(detail: ErrorDetails, model: type[BaseModel], loc: tuple[int | str, ...]) -> str:

@@ -70,6 +70,8 @@ VpcId = Annotated[str, Matches(r"^vpc-[a-z0-9]{8}$", "vpc- and 8 lowercase lette
 SubnetId = Annotated[str, Matches(r"^subnet-[a-z0-9]{8}$", "subnet- and 8 lowercase letters or digits",
                                   "subnet-ht9h8jdo")]
 SecurityGroupId = Annotated[str, Matches(r"^sg-[a-z0-9]{8}$", "sg- and 8 lowercase letters or digits", "sg-5u8bpno4")]
+HpcClusterId = Annotated[str, Matches(r"^hpc-[a-z0-9]{8}$", "hpc- and 8 lowercase letters or digits",
+                                      "hpc-n1i6ehfo")]
 ImageName = Annotated[str, Matches(r"^\S(?:.{0,58}\S)?$", "1-60 characters, not starting or ending with a space",
                                    "Ubuntu Server 22.04 LTS 64bit")]
 PoolName = Annotated[str, Matches(r"^[a-z0-9][a-z0-9-]{0,39}$", "1-40 of a-z, 0-9 and '-'", "default")]

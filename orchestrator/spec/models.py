@@ -23,7 +23,7 @@ from orchestrator.spec.fields import (
 )
 from orchestrator.spec.network import NetworkSpec
 from orchestrator.spec.snapshot import IMAGE_NAME_MAX_LENGTH, SnapshotSpec
-from orchestrator.spec.workload import CheckpointSpec, DataSource, OutputSpec, TrainSpec
+from orchestrator.spec.workload import CheckpointSpec, DataSource, EnvName, OutputSpec, TrainSpec
 
 
 class TeardownSpec(SpecModel):
@@ -54,7 +54,8 @@ class StorageSpec(SpecModel):
     """Where the job's state lives in COS."""
 
     bucket: Bucket | None = None
-    """The state bucket (bundle, status, logs, and checkpoints/outputs by default). Unset: cvmjob-<appid>."""
+    """The state bucket (bundle, status, logs, and checkpoints/outputs by default), in the job's region. Unset:
+    cvmjob-<region>-<appid>."""
 
 
 class PolicyRefs(SpecModel):
@@ -113,6 +114,11 @@ class JobSpec(SpecModel):
     credentials: Credentials = "sts"
     """How the instance reaches COS: "sts" (short-lived keys scoped to the job's prefixes, refreshed by
     cvmjob) or "role:<CamRoleName>" (a CAM role bound to the instance)."""
+    secrets: tuple[EnvName, ...] = Field((), examples=[["WANDB_API_KEY", "HF_TOKEN"]])
+    """Environment variables whose values the training gets without their being written anywhere in plain text:
+    read on the machine that runs `cvmjob run` (``--secret NAME`` adds one), delivered to the training through the
+    agent's scoped copy in the state bucket. The store, spec.json, job.json and the fingerprint hold the names
+    only. Not also in ``train.env``."""
     policies: PolicyRefs = PolicyRefs()
     """Named policies."""
 
@@ -132,6 +138,18 @@ class JobSpec(SpecModel):
             if zone in zones[:index]:
                 raise field_problem(str(index), f"{zone} is listed twice")
         return zones
+
+    @field_validator("secrets")
+    @classmethod
+    def _secrets_apart(cls, names: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        train = info.data.get("train")
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise field_problem(str(index), f"{name} is listed twice")
+            if train is not None and name in train.env:
+                raise field_problem(str(index), f"{name} is also in train.env, whose values are written in plain "
+                                                "text. keep it in one of the two")
+        return names
 
     @field_validator("data")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from orchestrator.spec.base import SpecModel, field_problem
-from orchestrator.spec.fields import SecurityGroupId, SubnetId, VpcId, Zone
+from orchestrator.spec.fields import HpcClusterId, SecurityGroupId, SubnetId, VpcId, Zone
 
 
 class PublicIpSpec(SpecModel):
@@ -28,9 +28,19 @@ class NetworkSpec(SpecModel):
     default security group of the VPC."""
     public_ip: PublicIpSpec | None = None
     """A public IP for each instance (traffic billed). Unset: none."""
+    allow_cross_region: bool = False
+    """Let the job use COS buckets of other regions (data, checkpoints, outputs; never the state bucket). Tencent
+    serves them on the public network only (billed traffic, slower), so it needs public_ip. Unset: such a bucket
+    is refused at plan time."""
+    hpc_cluster_id: HpcClusterId | None = None
+    """The HPC cluster that HCC types (RDMA between nodes, e.g. HCCPNV4h) are bought into, in its zone: Tencent
+    sells them only into one (CreateHpcCluster, or the console). Unset: HCC types are never planned."""
 
     @model_validator(mode="after")
     def _subnets_of_a_vpc(self) -> NetworkSpec:
         if self.subnet_ids and self.vpc_id is None:
             raise field_problem("subnet_ids", "names subnets of your own VPC: set vpc_id too")
+        if self.allow_cross_region and self.public_ip is None:
+            raise field_problem("allow_cross_region", "COS of another region is reached over the public network "
+                                "only: set public_ip too")
         return self

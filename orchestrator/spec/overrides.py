@@ -29,19 +29,25 @@ def apply_overrides(document: dict[str, Any], overrides: Sequence[str]) -> dict[
     result = copy.deepcopy(document)
     problems = []
     for override in overrides:
-        key, separator, raw = override.partition("=")
         source = f"--set {override}"
-        parts = key.strip().split(".")
-        if not separator or not all(parts):
+        parts = override_path(override)
+        if parts is None:
             problems.append(Problem(source, "", "expected key.path=value, e.g. --set train.nnodes=2"))
             continue
         try:
-            _assign(result, parts, parse_value(raw))
+            _assign(result, list(parts), parse_value(override.partition("=")[2]))
         except _BadPath as exc:
             problems.append(Problem(source, exc.path, exc.message))
     if problems:
         raise SpecError(problems)
     return result
+
+
+def override_path(override: str) -> tuple[str, ...] | None:
+    """The keys of ``key.path=value`` (None: not of that form)."""
+    key, separator, _ = override.partition("=")
+    parts = tuple(key.strip().split("."))
+    return parts if separator and all(parts) else None
 
 
 def set_values(document: dict[str, Any], values: Mapping[str, Any], source: str = "set") -> dict[str, Any]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from orchestrator.spec.errors import SpecError
 
@@ -32,8 +33,25 @@ class _NoDuplicatesLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+Position = tuple[int, int]  # line and column, from 1
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """A spec file's mapping and where each field is written in it: a mapping's entry at its key, a list's item at
+    the item (paths of keys and list indexes, as text)."""
+
+    data: dict[str, Any]
+    positions: dict[tuple[str, ...], Position] = field(default_factory=dict)
+
+
 def read_mapping(path: Path, what: str, required: list[str]) -> dict[str, Any]:
     """The top-level mapping of the YAML file at ``path``: a ``what`` (e.g. "job spec") with ``required`` fields."""
+    return read_document(path, what, required).data
+
+
+def read_document(path: Path, what: str, required: list[str]) -> YamlDocument:
+    """``read_mapping``, with the positions of the fields (for errors that say ``file:line:col``)."""
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -46,7 +64,7 @@ def read_mapping(path: Path, what: str, required: list[str]) -> dict[str, Any]:
     except OSError as exc:
         raise SpecError.single(source, f"cannot be read: {exc.strerror}") from None
     try:
-        data = yaml.load(text, Loader=_NoDuplicatesLoader)  # a SafeLoader: no arbitrary objects
+        data, root = _load(text)
     except yaml.MarkedYAMLError as exc:
         raise SpecError.single(_at(source, exc), _yaml_problem(exc)) from None
     except yaml.YAMLError as exc:
@@ -59,7 +77,7 @@ def read_mapping(path: Path, what: str, required: list[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else repr(data)[:60]
         raise SpecError.single(source, f"the top level must be a mapping of fields (name: value), got {kind}. {needs}")
-    return data
+    return YamlDocument(data, _positions(root))
 
 
 def _at(source: str, exc: yaml.MarkedYAMLError) -> str:
@@ -70,3 +88,37 @@ def _at(source: str, exc: yaml.MarkedYAMLError) -> str:
 def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
     problem = exc.problem or "invalid YAML"
     return f"{problem} ({exc.context})" if exc.context else problem
+
+
+def _load(text: str) -> tuple[Any, Node | None]:
+    """What ``yaml.load`` returns, and the node tree it was built from (which has the positions)."""
+    loader = _NoDuplicatesLoader(text)  # a SafeLoader: no arbitrary objects
+    try:
+        root = loader.get_single_node()
+        return (None if root is None else loader.construct_document(root)), root
+    finally:
+        loader.dispose()
+
+
+def _positions(root: Node | None) -> dict[tuple[str, ...], Position]:
+    """Each field's path to where it is written. Iterative, and each node is entered once: an alias (``*x``) is
+    placed where it is written, not followed (an anchor may hold itself, or be repeated a billion times)."""
+    found: dict[tuple[str, ...], Position] = {}
+    entered: set[int] = set()
+    stack: list[tuple[tuple[str, ...], Node | None]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if node is None or id(node) in entered:
+            continue
+        entered.add(id(node))
+        children: list[tuple[str, Node, Node]] = []  # (key, where it is written, its value)
+        if isinstance(node, MappingNode):
+            children = [(key.value, key, value) for key, value in node.value
+                        if isinstance(key, ScalarNode) and key.tag != _MERGE_TAG]
+        elif isinstance(node, SequenceNode):
+            children = [(str(index), item, item) for index, item in enumerate(node.value)]
+        for key, written, value in reversed(children):  # taken in the file's order: an anchor before its aliases
+            child = (*path, key)
+            found.setdefault(child, (written.start_mark.line + 1, written.start_mark.column + 1))
+            stack.append((child, value))
+    return found

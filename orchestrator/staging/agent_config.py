@@ -35,14 +35,15 @@ def locations(job_id: str, spec: JobSpec, state_bucket: str) -> Locations:
 
 def grants(job_id: str, spec: JobSpec, plan: Plan) -> list[sts.Grant]:
     """What the agents' keys may do: write the job's places and its signal, read its data and the checkpoints it
-    resumes from (another job's: never written)."""
+    resumes from (another job's: never written). The job's state prefix holds its secrets.json, which these keys
+    read: another job's keys reach it only where that job's own data or outputs name a place above it."""
     where = locations(job_id, spec, plan.state_bucket)
-    granted = [sts.Grant(loc.bucket, loc.prefix, write=True) for loc in (where.state, where.checkpoints, where.outputs)]
-    granted += [sts.Grant(d.source.bucket, d.source.prefix, write=False) for d in spec.data]
+    places = [(loc.bucket, loc.prefix, True) for loc in (where.state, where.checkpoints, where.outputs)]
+    places += [(d.source.bucket, d.source.prefix, False) for d in spec.data]
     if plan.resume_from is not None:
-        granted.append(sts.Grant(plan.resume_from.checkpoints.bucket, plan.resume_from.checkpoints.prefix, write=False))
-    granted.append(sts.Grant(plan.state_bucket, JobLayout(job_id).signals_prefix, write=True))
-    return granted
+        places.append((plan.resume_from.checkpoints.bucket, plan.resume_from.checkpoints.prefix, False))
+    places.append((plan.state_bucket, JobLayout(job_id).signals_prefix, True))
+    return [sts.Grant(bucket, prefix, write, plan.bucket_regions.get(bucket)) for bucket, prefix, write in places]
 
 
 def federation_name(job_id: str) -> str:
@@ -58,7 +59,7 @@ def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attemp
     where = locations(job_id, spec, plan.state_bucket)
     role = spec.cam_role
     cos = CosAccess(region=target.region, endpoint=target.endpoint, appid=target.appid,
-                    mode="role" if role else "sts", role_name=role)
+                    mode="role" if role else "sts", role_name=role, bucket_regions=plan.bucket_regions)
     return [
         AgentConfig(
             job_id=job_id,
@@ -80,6 +81,7 @@ def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attemp
             pip_index=bootstrap.pip_index(plan),
             gpu_driver=driver.driver if (driver := plan.driver_for(placement.instance_type)) else None,
             security_groups=[] if plan.network is None else list(plan.network.security_group_ids),
+            secrets_key=layout.secrets if spec.secrets else None,
         )
         for node in range(spec.train.nnodes)
     ]

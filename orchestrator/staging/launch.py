@@ -10,7 +10,7 @@ from typing import Protocol
 from ..contract.tags import TAG_ATTEMPT, TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
 from ..plan.models import PlannedNetwork
 from ..providers.tencent import compute
-from ..providers.tencent.vocabulary import ChargeType
+from ..providers.tencent.vocabulary import ChargeType, needs_hpc_cluster
 from ..spec.models import JobSpec
 
 
@@ -68,6 +68,8 @@ def launch_request(
         subnet_id=None if network is None else network.subnets.get(where.zone),
         security_group_ids=() if network is None else tuple(network.security_group_ids),
         public_bandwidth_mbps=None if network is None else network.public_bandwidth_mbps,
+        hpc_cluster_id=network.hpc_cluster_id if network is not None and needs_hpc_cluster(where.instance_type)
+        else None,
     )
 
 

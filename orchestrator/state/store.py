@@ -35,6 +35,7 @@ from sqlalchemy.engine import URL, make_url
 
 from ..contract import Fingerprint, RunLabels
 from ..errors import EXIT_CLOUD_ERROR, CvmjobError
+from ..extras import need
 from ..plan.models import Plan
 from ..plan.settings import Settings
 from ..providers.tencent.vocabulary import ChargeType
@@ -385,6 +386,7 @@ def _url(where: Path | str) -> tuple[URL, str]:
         raise StoreError(f"{where!r} is neither a path nor a sqlite:// or postgresql:// URL") from exc
     shown = url.render_as_string(hide_password=True)
     if url.get_backend_name() in ("postgresql", "postgres"):
+        need("postgres", "psycopg")
         return url.set(drivername="postgresql+psycopg"), shown
     if url.get_backend_name() != "sqlite":
         raise StoreError(f"{shown}: cvmjob keeps its state in SQLite or PostgreSQL")

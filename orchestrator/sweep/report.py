@@ -20,6 +20,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from orchestrator.extras import need
 from orchestrator.sweep.models import SweepView, TrialState, TrialView
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class _Section:
 
 def write_report(study: optuna.Study, view: SweepView, out: Path) -> tuple[Path, Path]:
     """Write the HTML report to ``out`` and its PNG summary next to it (same stem, ``.png``); return both paths."""
+    need("report", "plotly", "matplotlib")
     png = out.with_suffix(".png")
     if png == out:
         raise ValueError(f"{out}: the report is the HTML file; its PNG summary goes next to it")

@@ -37,6 +37,7 @@ from ..state.machine import JobState, NodeState
 from ..state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases
 from ..text import show_values
 from . import study as S
+from .errors import SweepBusy
 from .rules import (
     Ending,
     NextTrial,
@@ -66,10 +67,6 @@ class _Dispatch:
 
     gathered: api.Gathered
     ledger: tuple[Spend, NextTrial] | None = None
-
-
-class SweepBusy(Exception):
-    """Another live `sweep run` drives this study, or took it over from this one."""
 
 
 @dataclass

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.durations import Duration, within
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.explain import explain
 from orchestrator.spec.fields import JobName
-from orchestrator.spec.yamlfile import read_mapping
+from orchestrator.spec.loader import load_file
 
 # A parameter's name: also what a placeholder names, so an identifier.
 ParamName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -276,12 +275,7 @@ def trial_value(value: str | float | int | bool, params: dict[str, Any]) -> Any:
     return params[whole.group(1)] if whole else render(value, params)
 
 
-_REQUIRED = [name for name, f in SweepSpec.model_fields.items() if f.is_required()]
-
-
-def load_sweep(path: Path) -> SweepSpec:
-    """The validated sweep at ``path``; SpecError (one line per problem) otherwise."""
-    try:
-        return SweepSpec.model_validate(read_mapping(path, "sweep spec", _REQUIRED))
-    except ValidationError as exc:
-        raise SpecError(explain(exc, SweepSpec, str(path))) from exc
+def load_sweep(path: Path, overrides: Sequence[str] = ()) -> SweepSpec:
+    """The validated sweep at ``path`` with ``--set``-style ``overrides``; SpecError (one line per problem, at its
+    ``file:line:col`` or its ``--set``) otherwise."""
+    return load_file(path, SweepSpec, "sweep spec", overrides)

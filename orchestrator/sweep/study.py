@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..extras import need
 from .spec import Param, Pruner, Sampler, SweepSpec
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def storage_url(store: str) -> str:
 
 
 def storage(store: str) -> optuna.storages.RDBStorage:
+    need("sweep", "optuna")  # every sweep command opens its storage first
     import optuna
 
     optuna.logging.set_verbosity(logging.WARNING)
@@ -50,6 +52,7 @@ def storage(store: str) -> optuna.storages.RDBStorage:
     # already exists", and the sweep run died). One opener at a time, like the store's own migrations.
     with _one_opener(url):
         if url.startswith("postgresql"):
+            need("postgres", "psycopg")
             return optuna.storages.RDBStorage(url)
         # Sweep runs and the controller's engine share the SQLite file: wait for its write lock, as the store does.
         return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
@@ -114,9 +117,13 @@ def sampler(spec: SweepSpec) -> optuna.samplers.BaseSampler:
         grid = {name: param.grid() or [] for name, param in spec.space.items()}
         return s.GridSampler(grid, seed=cfg.seed)
     if cfg.type == "cmaes":
+        need("sweep", "cmaes")
         return s.CmaEsSampler(seed=cfg.seed, n_startup_trials=startup(1))
     if cfg.type == "gp":
+        need("sweep", "scipy")
+        need("train", "torch")
         return s.GPSampler(seed=cfg.seed, n_startup_trials=startup(10))
+    need("sweep", "scipy")
     return s.QMCSampler(seed=cfg.seed)
 
 

@@ -25,6 +25,7 @@ from ..emulator.client import AdminClient, AdminError
 from ..emulator.keys import KEY_FILE, KeyProblem, private_dir, read_key_file
 from ..emulator.launcher import launch
 from ..errors import EXIT_CLOUD_ERROR, CvmjobError
+from ..extras import need
 from ..state.home import cvmjob_home
 
 # Emulators this process started, kept to be reaped by stop() (one started by an earlier command is not our child).
@@ -103,6 +104,7 @@ def ensure_running(timeout: float = 60.0) -> EmbeddedEmulator:
             f"{old.state_dir / KEY_FILE} (an earlier cvmjob started it, or the file changed): stop it "
             f"(kill {old.pid}) and run the command again"
         )
+    need("emulator", "jwt", "cryptography")  # the server's side, in the process it starts
     directory = _dir()
     state_dir, log = directory / "state", directory / "emulator.log"
     # What `cvmjob emulator seed FOLDER` may name: under the user's home, or where this command runs (a checkout).

@@ -134,7 +134,7 @@ class AgentJob:
         doc: dict[str, Any] | None = self.state.get_json(self.layout.status(attempt, node))
         return doc
 
-    def wait_result(self, instance_id: str, attempt: int, node: int = 0, timeout: float = 60.0) -> Result:
+    def wait_result(self, instance_id: str, attempt: int, node: int = 0, timeout: float = 180.0) -> Result:
         deadline = time.monotonic() + timeout
         while self.state.head(self.layout.result(attempt, node)) is None:
             if time.monotonic() > deadline:

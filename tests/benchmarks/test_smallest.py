@@ -58,6 +58,12 @@ def test_bench_vs_plain() -> None:
                             rf"command_ratio={NUMBER}")
 
 
+def test_cli_startup() -> None:
+    lines = run("cli_startup.py", "--runs", "1")
+    assert_last_line(lines, rf"cli_startup: python={NUMBER} help={NUMBER} version={NUMBER} plan_help={NUMBER} "
+                            rf"status={NUMBER}")
+
+
 @needs_torch
 def test_checkpoint_stall(tmp_path: Path) -> None:
     lines = run("checkpoint_stall.py", "--cpu", "--rounds", "1", "--interval", "5", "--directory", str(tmp_path))
@@ -65,7 +71,9 @@ def test_checkpoint_stall(tmp_path: Path) -> None:
                                       rf"images_per_s_every5=(?P<every>{NUMBER}) slowdown_pct=(?P<slowdown>-?{NUMBER})")
     none, every = float(summary["none"]), float(summary["every"])
     assert none > 0 and every > 0
-    assert float(summary["slowdown"]) == pytest.approx(100 * (none - every) / none, abs=2)
+    # The rates are printed to 0.05: at a few images/s (a loaded CI machine) that moves the slowdown by points.
+    bounds = [100 * (n - e) / n for n in (none - 0.05, none + 0.05) for e in (every - 0.05, every + 0.05)]
+    assert min(bounds) - 0.01 <= float(summary["slowdown"]) <= max(bounds) + 0.01, summary
     table = "\n".join(lines)
     for way in ("none", "every 5, async (default)", "every 5, sync (async_save=False)"):
         assert re.search(rf"^{re.escape(way)} +[0-9.]+", table, re.MULTILINE), table

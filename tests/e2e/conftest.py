@@ -65,19 +65,21 @@ class Cli:
         return (self.home / "output.log").read_text(errors="replace")
 
     def status(self, job: str | None = None) -> dict[str, Any]:
-        result = self.run("status", *([job] if job else []), "--output", "json", timeout=60)
+        # A deadline only: 60 s once ran out on a CI machine's loaded cores.
+        result = self.run("status", *([job] if job else []), "--output", "json", timeout=180)
         assert result.returncode == 0, result.stderr
         data: dict[str, Any] = json.loads(result.stdout)
         return data
 
     def wait_for(self, predicate: Any, timeout: float = 180, job: str | None = None) -> dict[str, Any]:
         """The first `cvmjob status` that satisfies ``predicate``, asked every 2 s: each one is a whole `cvmjob`
-        process (about a second of CPU), so a 1 s poll kept a core busy for as long as a test waited."""
+        process (about a second of CPU), so a 1 s poll kept a core busy for as long as a test waited. One that
+        fails or outlasts its own 180 s (a CI run's cores once starved one past 60 s) is asked again."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 status = self.status(job)
-            except AssertionError:
+            except (AssertionError, subprocess.TimeoutExpired):
                 status = {}
             if status and predicate(status):
                 return status
@@ -108,8 +110,8 @@ def seed_quickstart(emulator: EmulatorProcess) -> None:
     emulator.admin.seed(QUICKSTART_DATA.bucket, QUICKSTART_DATA.prefix, QUICKSTART.parent / "dataset")
 
 
-def cos_keys(emulator: EmulatorProcess, bucket: str, prefix: str = "") -> list[str]:
-    client = make_cos(emulator)
+def cos_keys(emulator: EmulatorProcess, bucket: str, prefix: str = "", region: str = REGION) -> list[str]:
+    client = make_cos(emulator, region=region)
     keys: list[str] = []
     marker = ""
     while True:

@@ -27,7 +27,7 @@ QUICKSTART_DIR = REPO / "jobs" / "quickstart"
 # The torch-free training of the fault suite, for the tests whose subject is not DDP (run it as it is: `exec python3
 # tiny.py ...`, see tiny_command).
 TINY = REPO / "tests" / "faults" / "job" / "tiny.py"
-STATE_BUCKET = "cvmjob-1250000000"
+STATE_BUCKET = "cvmjob-ap-guangzhou-1250000000"
 GONE = ("TERMINATED", "LAUNCH_FAILED")  # not running anything (LAUNCH_FAILED never booted)
 _STEP = re.compile(r"^step=(\d+) loss=", re.MULTILINE)
 _START = re.compile(r"start_step=(\d+)")
@@ -130,7 +130,8 @@ class JobWatch:
         """The newest step any node's shipped log shows for ``attempt`` (-1: none yet)."""
         return max((s for n in range(nodes) for s in steps_in(self.log(attempt, n))), default=-1)
 
-    def wait_for_step(self, attempt: int, step: int, nodes: int = 1, timeout: float = 120) -> int:
+    def wait_for_step(self, attempt: int, step: int, nodes: int = 1, timeout: float = 300) -> int:
+        # A deadline only: a DDP attempt's four torch processes took over 120 s to step 10 on CI's loaded cores.
         found: int = wait_until(
             f"attempt {attempt} to log step {step}",
             lambda: (s := self.last_step(attempt, nodes)) >= step and s + 1,

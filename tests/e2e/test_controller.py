@@ -20,13 +20,14 @@ from orchestrator.controller.engine import IDLE_SECONDS
 from orchestrator.state.store import Store
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import job_folder, tiny_command
+from tests.holding import held, release
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-# tiny.py: what is tested is the controller's claim of jobs, not their training; 40 s of it, so that the jobs are
-# still held when a loaded machine's `controller status` gets round to looking.
-LIGHT = ("--set", f"train.command={tiny_command(400, 0.1, 100)}", "--set", "snapshot.enabled=false")
+# tiny.py: what is tested is the controller's claim of jobs, not their training, held before step 5 until the test
+# has seen the controllers hold them (however late a loaded machine's `controller status` gets round to looking).
+LIGHT = ("--set", f"train.command={tiny_command(20, 0.1, 10, held(5))}", "--set", "snapshot.enabled=false")
 LEASE = 10.0
 
 
@@ -97,6 +98,7 @@ def test_one_controller_drives_several_jobs_and_drains_on_sigterm(cli: Cli) -> N
                        lambda: {j["job_id"] for r in _replicas(cli) for j in r["jobs"]} >= set(ids) or None, 60)
             (replica,) = _replicas(cli)
             assert replica["info"]["pid"] == controller.pid
+            wait_until("the three jobs to be let go", lambda: len(release(cli.emulator.admin, *ids)) == 3 or None, 60)
             _all_succeed(cli, ids, 300)
         assert live.most and max(live.most.values()) == 1, live.most
     finally:
@@ -127,9 +129,7 @@ def _share_and_take_over(cli: Cli) -> None:
     second = cli.start("controller", *lease)
     try:
         wait_until("both controllers to register", lambda: len(_replicas(cli)) == 2 or None, 60)
-        # Every job still training once all four are submitted and both controllers seen holding them (each a
-        # CLI run of seconds on a loaded machine): 90 s of training; 40 s ended some first in a CI-like run.
-        ids = _submit(cli, 4, "--set", f"train.command={tiny_command(900, 0.1, 300)}")
+        ids = _submit(cli, 4)  # held in training until the takeover was seen
         with LiveInstances(cli) as live:
             def both_hold() -> dict[int, set[str]] | None:
                 held = {r["info"]["pid"]: {j["job_id"] for j in r["jobs"]} for r in _replicas(cli)}
@@ -157,6 +157,7 @@ def _share_and_take_over(cli: Cli) -> None:
             # emulator) a CI run once saw the survivor's loop come round 9 s late (19.5 s): what this test must
             # catch is a takeover that waits for more than one lease to run out, or never comes.
             assert takeover < 2 * LEASE
+            wait_until("the four jobs to be let go", lambda: len(release(cli.emulator.admin, *ids)) == 4 or None, 60)
             _all_succeed(cli, ids, 400)
         assert live.most and max(live.most.values()) == 1, live.most
     finally:

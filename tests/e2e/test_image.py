@@ -19,7 +19,7 @@ from tests.emulator.cvm_support import admin_instance, call, launch_params, user
 pytestmark = pytest.mark.e2e
 
 SHORT = ("--set", f"train.command={tiny_command(12, 0.05, 6)}")  # the image is the subject, not the training
-STATE_BUCKET = "cvmjob-1250000000"
+STATE_BUCKET = "cvmjob-ap-guangzhou-1250000000"
 
 
 def _files(root: Path) -> dict[str, bytes]:

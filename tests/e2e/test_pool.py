@@ -12,6 +12,7 @@ import pytest
 from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import QUICKSTART, Cli
 from tests.e2e.spot_support import TINY, tiny_command
+from tests.holding import held, release
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -75,8 +76,8 @@ def test_two_jobs_share_one_pool_instance_that_is_never_terminated(cli: Cli, tmp
 def test_a_busy_pool_follows_the_pool_policy(cli: Cli, tmp_path: Path) -> None:
     spec = job_folder(tmp_path)
     member = grow(cli)
-    # Busy through two more runs and a wait on a loaded machine: 90 s of training.
-    holder = cli.start("run", str(spec), *RESERVED, "--set", f"train.command={tiny_command(900, 0.1, 300)}")
+    # Busy (its training held) through two more runs and a wait, however long they take on a loaded machine.
+    holder = cli.start("run", str(spec), *RESERVED, "--set", f"train.command={tiny_command(20, 0.1, 10, held(5))}")
     waiting: subprocess.Popen[bytes] | None = None
     try:
         cli.wait_for(lambda s: s["state"] == "RUNNING")
@@ -90,6 +91,7 @@ def test_a_busy_pool_follows_the_pool_policy(cli: Cli, tmp_path: Path) -> None:
         assert on_demand.returncode == 0, on_demand.stdout + on_demand.stderr
         nodes = json.loads(on_demand.stdout)["nodes"]
         assert [n["charge_type"] for n in nodes] == ["POSTPAID_BY_HOUR"] and nodes[0]["instance_id"] != member
+        assert release(cli.emulator.admin) == [member]
         assert holder.wait(timeout=240) == 0, cli.output()
         assert waiting.wait(timeout=180) == 0, cli.output()
     finally:

@@ -60,7 +60,7 @@ def test_quickstart_runs_its_whole_life(cli: Cli) -> None:
     assert all(a["entered_at"] <= b["entered_at"] for a, b in itertools.pairwise(phases))
 
     # COS holds the checkpoints, the manifest (written last) and the outputs
-    keys = cos_keys(cli.emulator, "cvmjob-1250000000", f"cvmjob/{job_id}/")
+    keys = cos_keys(cli.emulator, "cvmjob-ap-guangzhou-1250000000", f"cvmjob/{job_id}/")
     assert any(k.startswith(f"cvmjob/{job_id}/checkpoints/manifest/") for k in keys)
     assert any(k.startswith(f"cvmjob/{job_id}/checkpoints/step-") for k in keys)
     assert any(k.startswith(f"cvmjob/{job_id}/outputs/") for k in keys)
@@ -114,7 +114,7 @@ def assert_dry_run_sent_what_the_launch_sent(cli: Cli, job_id: str) -> None:
 
 def listings(cli: Cli) -> int:
     """The listings (GET Bucket) the state bucket was sent so far."""
-    return cli.emulator.admin.cos_requests("cvmjob-1250000000").get("GetBucket", 0)
+    return cli.emulator.admin.cos_requests("cvmjob-ap-guangzhou-1250000000").get("GetBucket", 0)
 
 
 def no_instance_left(cli: Cli) -> bool:
@@ -126,7 +126,7 @@ def assert_secret_absent(cli: Cli, job_id: str) -> None:
     from tests.emulator.conftest import make_cos
 
     client = make_cos(cli.emulator)
-    for bucket in ("cvmjob-1250000000", "cvmjob-examples-1250000000"):
+    for bucket in ("cvmjob-ap-guangzhou-1250000000", "cvmjob-examples-1250000000"):
         for key in cos_keys(cli.emulator, bucket):
             body = client.get_object(Bucket=bucket, Key=key)["Body"].get_raw_stream().read()
             assert E2E_SECRET_KEY.encode() not in body, f"cos://{bucket}/{key}"
@@ -221,3 +221,39 @@ def test_bad_specs_fail_with_one_clear_error_and_create_nothing(cli: Cli, case: 
     assert path in error and hint in error, error
     assert len(error.splitlines()) == 1, error
     assert cli.emulator.admin.calls(action="RunInstances") == []
+
+
+def test_a_job_in_a_second_region_runs_with_its_own_state_bucket_and_data_of_its_region(cli: Cli,
+                                                                                      tmp_path: Path) -> None:
+    """The instance reaches COS of its own region only (the emulator refuses the rest, as Tencent's network does):
+    its state bucket and its data are ap-shanghai's, found and made by name."""
+    cli.emulator.admin.seed("data-sh-1250000000", "quickstart/", QUICKSTART.parent / "dataset", region="ap-shanghai")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "check.py").write_text(
+        "import os, pathlib, sys\n"
+        "found = sorted(p.name for p in pathlib.Path(os.environ['CVMJOB_DATA_DIR'], 'mnist').iterdir())\n"
+        "print('synced', found, flush=True)\n"
+        "sys.exit(0 if 'x_train.npy' in found else 4)\n")
+    spec = job / "job.yaml"
+    spec.write_text("name: shanghai\nregion: ap-shanghai\ninstance: {type: S5.MEDIUM4}\n"
+                    "data: [{source: 'cos://data-sh-1250000000/quickstart/', target: mnist}]\n"
+                    "train: {command: python check.py, cpu_nproc: 1}\nlimits: {max_runtime: 20m}\n")
+    result = cli.run("run", str(spec), "--output", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    job_id = json.loads(result.stdout)["job_id"]
+    assert cos_keys(cli.emulator, "cvmjob-ap-shanghai-1250000000", f"cvmjob/{job_id}/job.json", "ap-shanghai")
+    [_, launch] = [c["params"] for c in cli.emulator.admin.calls(action="RunInstances")]
+    assert launch["Placement"]["Zone"].startswith("ap-shanghai-"), launch
+    assert no_instance_left(cli)
+    # The same job with the data of ap-guangzhou is refused before anything is made, in one line.
+    spec.write_text(spec.read_text().replace("data-sh-1250000000", "cvmjob-examples-1250000000"))
+    refused = cli.run("plan", str(spec))
+    assert refused.returncode == EXIT_BAD_INPUT and refused.stderr.count("\n") == 1, refused.stderr
+    assert refused.stderr.startswith("error: data.0.source: bucket cvmjob-examples-1250000000 is in ap-guangzhou and "
+                                     "the job runs in ap-shanghai"), refused.stderr
+    # Allowed, over a public IP: the agent reads it in ap-guangzhou (the emulator refuses an instance without one).
+    result = cli.run("run", str(spec), "--output", "json", "--set", "network.allow_cross_region=true",
+                     "--set", "network.public_ip.bandwidth_mbps=10")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "synced ['x_train.npy'" in cli.run("logs", json.loads(result.stdout)["job_id"]).stdout

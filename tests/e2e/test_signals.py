@@ -12,12 +12,14 @@ from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import job_folder, tiny_command
 from tests.e2e.test_run import no_instance_left
+from tests.holding import held, release
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-# tiny.py (no torch: what is tested is the controller's cancel), long enough to be cancelled mid-training.
-LONGER = ("--set", f"train.command={tiny_command(400, 0.1, 50)}")
+# tiny.py (no torch: what is tested is the controller's cancel), held after `training` is seen until the cancel's
+# checkpoint request ends the hold, however slowly `cvmjob status` answers on a loaded machine.
+LONGER = ("--set", f"train.command={tiny_command(20, 0.1, 5, held(8))}")
 
 
 def training(status: dict[str, Any]) -> bool:
@@ -80,8 +82,9 @@ def test_a_second_ctrl_c_tears_down_at_once(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_kill_9_of_the_controller_then_resume_finishes_on_the_same_instance(cli: Cli, tmp_path: Path) -> None:
-    # 60 s of training: killed mid-run however slowly `cvmjob status` answers on a loaded machine.
-    process = cli.start("run", str(job_folder(tmp_path)), "--set", f"train.command={tiny_command(600, 0.1, 100)}")
+    # Held mid-run until the controller was killed, however slowly `cvmjob status` answers on a loaded machine.
+    held_job = ("--set", f"train.command={tiny_command(20, 0.1, 10, held(8))}")
+    process = cli.start("run", str(job_folder(tmp_path)), *held_job)
     try:
         status = cli.wait_for(training)
         process.kill()  # SIGKILL: no handler runs, nothing is cleaned up
@@ -91,6 +94,7 @@ def test_kill_9_of_the_controller_then_resume_finishes_on_the_same_instance(cli:
         process.wait()
     job_id = status["job_id"]
     assert cli.status(job_id)["state"] == "RUNNING"
+    assert release(cli.emulator.admin, job_id) == [status["nodes"][0]["instance_id"]]
     resumed = cli.run("resume", job_id, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     final = cli.status(job_id)

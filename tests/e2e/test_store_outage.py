@@ -15,6 +15,7 @@ from orchestrator.state.machine import JobState
 from orchestrator.state.store import Store
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import job_folder, tiny_command
+from tests.holding import held, release
 from tests.postgres import Cluster, running_cluster
 from tests.waiting import holds_for, wait_until
 
@@ -38,8 +39,8 @@ def test_a_controller_waits_out_a_postgresql_outage_and_its_job_succeeds(cli: Cl
     controller = cli.start("controller", "--lease", "10")
     try:
         wait_until("the controller to register", lambda: "driving up to" in cli.output(), 60)
-        # 40 s of training: RUNNING when the server goes, and long enough to span the outage on a loaded machine.
-        submitted = cli.run("run", str(spec), "--set", f"train.command={tiny_command(400, 0.1)}", "--set",
+        # Held in training until the outage is over, however long it takes on a loaded machine.
+        submitted = cli.run("run", str(spec), "--set", f"train.command={tiny_command(20, 0.1, 10, held(5))}", "--set",
                             "snapshot.enabled=false", "--detach", "--output", "json")
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         job_id = json.loads(submitted.stdout)["job_id"]
@@ -55,6 +56,7 @@ def test_a_controller_waits_out_a_postgresql_outage_and_its_job_succeeds(cli: Cl
         holds_for("the controller to live through the outage", lambda: controller.poll() is None, 5)
         cluster.serve_again()
         wait_until("the controller to find the store again", lambda: said(BACK_SAID), 120)
+        assert len(release(cli.emulator.admin, job_id)) == 1
         job = cli.wait_for(lambda s: JobState(s["state"]).is_terminal(), timeout=300, job=job_id)
         assert job["state"] == "SUCCEEDED", cli.output()[-4000:]
         assert controller.poll() is None, cli.output()[-4000:]

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.ci.gate import EXIT_GATE_FAILED
+from orchestrator.errors import EXIT_GATE_FAILED
 from tests.e2e.conftest import REPO, Cli
 from tests.emulator_process import clean_env
 from tests.oidc import AUDIENCE, PROVIDER_ID, RUNNER_BEARER, Issuer, configure, github_token_endpoint

@@ -29,10 +29,11 @@ def cred(emulator: EmulatorProcess) -> credential.Credential:
 
 
 def make_cos(
-    emulator: EmulatorProcess, secret_id: str | None = None, secret_key: str | None = None, token: str | None = None
+    emulator: EmulatorProcess, secret_id: str | None = None, secret_key: str | None = None, token: str | None = None,
+    region: str = REGION,
 ) -> CosS3Client:
     conf = CosConfig(
-        Region=REGION,
+        Region=region,
         SecretId=secret_id or emulator.secret_id,
         SecretKey=secret_key or emulator.secret_key,
         Token=token,

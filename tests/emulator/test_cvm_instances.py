@@ -17,6 +17,7 @@ from tests.emulator.cvm_support import (
     boot,
     call,
     describe,
+    hpc_cluster,
     launch_params,
     run,
     run_one,
@@ -57,7 +58,8 @@ def test_run_instances_pending_then_running_with_tags(emulator: EmulatorProcess,
 
 def test_gpu_info_and_local_nvme(emulator: EmulatorProcess, cvm: Any) -> None:
     vgpu = run_one(cvm, InstanceType="GN7.2XLARGE40")
-    hcc = run_one(cvm, InstanceType="HCCPNV4h.48XLARGE1024", Placement={"Zone": "ap-guangzhou-6"})
+    hcc = run_one(cvm, InstanceType="HCCPNV4h.48XLARGE1024", Placement={"Zone": "ap-guangzhou-6"},
+                  HpcClusterId=hpc_cluster(cvm, "ap-guangzhou-6"))
     by_id = {i.InstanceId: i for i in describe(cvm, vgpu, hcc)}
     assert by_id[vgpu].GPUInfo.GPUCount == 0.5 and by_id[vgpu].GPUInfo.GPUType == "NVIDIA T4"
     assert by_id[hcc].GPUInfo.GPUCount == 8

@@ -13,6 +13,7 @@ from tests.emulator.cvm_support import (
     admin_instance,
     boot,
     call,
+    hpc_cluster,
     run_one,
     user_data,
     wait_file,
@@ -176,7 +177,7 @@ def test_role_credentials_work_with_the_sdk_inside_an_instance(emulator: Emulato
 def test_gpu_and_local_disk_environment(emulator: EmulatorProcess, cvm: Any) -> None:
     vgpu = run_one(cvm, InstanceType="GN7.2XLARGE40", UserData=user_data("env > $HOME/env.txt\n"))
     hcc = run_one(cvm, InstanceType="HCCPNV4h.48XLARGE1024", Placement={"Zone": "ap-guangzhou-6"},
-                  UserData=user_data("env > $HOME/env.txt\n"))
+                  HpcClusterId=hpc_cluster(cvm, "ap-guangzhou-6"), UserData=user_data("env > $HOME/env.txt\n"))
     emulator.admin.advance(1)
     vgpu_env = environment(Path(admin_instance(emulator, vgpu)["home"]))
     assert (vgpu_env["CUDA_VISIBLE_DEVICES"], vgpu_env["TENCENTCLOUD_EMULATOR_GPUS"]) == ("", "cpu-only")

@@ -1,6 +1,6 @@
 """What an emulated instance reaches beyond the cloud's own services: Tencent's mirror (its PyPI and the GPU
-driver's auto-install), and nothing else of the internet. Clients here use the emulator as their proxy, as an
-instance's do (runtime/sandbox.py)."""
+driver's auto-install), COS of another region only with a public IP, and nothing else of the internet. Clients
+here use the emulator as their proxy, as an instance's do (runtime/sandbox.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
+from qcloud_cos import CosConfig, CosS3Client, CosServiceError
 
+from tests.emulator.conftest import make_cos
+from tests.emulator.cvm_support import admin_instance, run_one
 from tests.emulator_process import EmulatorProcess
 
 
@@ -73,3 +77,40 @@ def test_the_driver_installer_reads_its_settings_then_puts_the_driver_on_after_a
     assert subprocess.run([smi, "-L"], env=env, capture_output=True, text=True, check=True).stdout == ""
     banner = subprocess.run([smi], env=env, capture_output=True, text=True, check=True).stdout
     assert "Driver Version: 535.161.07" in banner
+
+
+def cos_through(emulator: EmulatorProcess, proxy: str, region: str) -> CosS3Client:
+    """The COS SDK as a process behind ``proxy`` sees it (an instance's HTTP_PROXY carries its credentials)."""
+    conf = CosConfig(Region=region, SecretId=emulator.secret_id, SecretKey=emulator.secret_key, Scheme="http",
+                     Proxies={"http": proxy})
+    return CosS3Client(conf, retry=0)
+
+
+def read(client: CosS3Client, bucket: str) -> bytes:
+    return bytes(client.get_object(Bucket=bucket, Key="k")["Body"].get_raw_stream().read())
+
+
+def test_cos_of_another_region_is_reached_from_an_instance_only_with_a_public_ip(
+        emulator: EmulatorProcess, cvm: Any) -> None:
+    near, far = f"near-{emulator.appid}", f"far-{emulator.appid}"
+    for bucket, region in ((near, "ap-guangzhou"), (far, "ap-shanghai")):
+        controller = make_cos(emulator, region=region)
+        controller.create_bucket(Bucket=bucket)
+        controller.put_object(Bucket=bucket, Key="k", Body=region.encode())
+    private = admin_instance(emulator, run_one(cvm))["proxy"]  # no InternetAccessible: no public IP
+    public = admin_instance(emulator, run_one(
+        cvm, InternetAccessible={"InternetMaxBandwidthOut": 10, "PublicIpAssigned": True}))["proxy"]
+
+    assert read(cos_through(emulator, private, "ap-guangzhou"), near) == b"ap-guangzhou"
+    with pytest.raises(CosServiceError) as err:
+        read(cos_through(emulator, private, "ap-shanghai"), far)
+    assert err.value.get_status_code() == 502
+    answer = requests.get(f"http://{far}.cos.ap-shanghai.myqcloud.com/k", proxies={"http": private}, timeout=10)
+    assert (answer.status_code, answer.text) == (502, (
+        f"{far}.cos.ap-shanghai.myqcloud.com is unreachable from this instance: it has no public IP, and reaches only "
+        "the metadata service, COS of its region and mirrors.tencentyun.com\n"))
+
+    assert read(cos_through(emulator, public, "ap-shanghai"), far) == b"ap-shanghai"
+    # The controller on the host is no instance: through the proxy without credentials, or directly.
+    assert read(cos_through(emulator, f"http://{emulator.endpoint}", "ap-shanghai"), far) == b"ap-shanghai"
+    assert read(make_cos(emulator, region="ap-shanghai"), far) == b"ap-shanghai"

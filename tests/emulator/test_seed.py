@@ -1,8 +1,10 @@
-"""Seeding example data (admin ``POST /_emulator/seed``, ``AdminClient.seed`` and ``python -m orchestrator.emulator
-seed``): the objects are what the official COS SDK reads back, with the ETag and CRC-64 a PUT of the same bytes gets."""
+"""Seeding example data (admin ``POST /_emulator/seed``, ``AdminClient.seed``, ``python -m orchestrator.emulator
+seed`` and ``cvmjob emulator seed``, which parse alike): the objects are what the official COS SDK reads back, with
+the ETag and CRC-64 a PUT of the same bytes gets."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -81,27 +83,38 @@ def test_bad_seed_input_is_a_400_with_a_clear_message(
     assert not cos.bucket_exists(Bucket="ok-1250000000")  # everything is checked before anything changes
 
 
-def seed_cli(endpoint: str, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
+FRONTS = {"python -m orchestrator.emulator": ["orchestrator.emulator"], "cvmjob": ["orchestrator.cli.main", "emulator"]}
+
+
+@pytest.fixture(params=list(FRONTS))
+def front(request: pytest.FixtureRequest) -> list[str]:
+    return FRONTS[request.param]
+
+
+def seed_cli(endpoint: str, *args: str, key: str | None = None,
+             front: list[str]) -> subprocess.CompletedProcess[str]:
     """The seed command, given ``key`` in its environment (as a user keeps it off the command line)."""
-    env = {k: v for k, v in proxy_free_environment().items() if k != KEY_VARIABLE}
+    env = {k: v for k, v in proxy_free_environment().items() if k not in (KEY_VARIABLE, "CVMJOB_ENDPOINT")}
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.emulator", "seed", "--endpoint", endpoint, *args],
+        [sys.executable, "-m", *front, "seed", "--endpoint", endpoint, *args],
         capture_output=True, text=True, timeout=60, check=False, env=env | ({KEY_VARIABLE: key} if key else {}),
     )
 
 
-def test_the_seed_command(emulator: EmulatorProcess, cos: CosS3Client, tmp_path: Path) -> None:
+def test_the_seed_command(emulator: EmulatorProcess, cos: CosS3Client, tmp_path: Path, front: list[str]) -> None:
     folder = str(example(tmp_path))
-    url = f"cos://cli-{emulator.appid}/q/"
-    first = seed_cli(emulator.endpoint, folder, url, key=emulator.secret_key)
+    url = f"cos://cli-{emulator.appid}/q{len(front)}/"  # a prefix of its own for each front
+    first = seed_cli(emulator.endpoint, folder, url, key=emulator.secret_key, front=front)
     assert (first.returncode, first.stdout, first.stderr) == (
         0, f"seeded 3 files ({sum(map(len, FILES.values()))} bytes) into {url}\n", "")
-    assert read(cos, f"cli-{emulator.appid}", "q/b.txt")[0] == b"bee\n"
-    again = seed_cli(emulator.endpoint, folder, url, key=emulator.secret_key)
+    assert read(cos, f"cli-{emulator.appid}", f"q{len(front)}/b.txt")[0] == b"bee\n"
+    again = seed_cli(emulator.endpoint, folder, url, key=emulator.secret_key, front=front)
     assert again.stdout == f"{url} already holds objects: nothing seeded (--force to seed anyway)\n"
     forced = seed_cli(emulator.endpoint, folder, url, "--force", "--secret-key-file", str(emulator.state_dir /
-                                                                                       "secret_key"))
+                                                                                       "secret_key"), front=front)
     assert forced.stdout.startswith("seeded 3 files"), forced.stderr
+    as_json = seed_cli(emulator.endpoint, folder, url, "-o", "json", key=emulator.secret_key, front=front)
+    assert json.loads(as_json.stdout) == {"destination": url, "seeded": False, "files": 0, "bytes": 0}, as_json
     wrong = tmp_path / "wrong.key"
     wrong.write_text("w" * 32)
     wrong.chmod(0o600)
@@ -116,9 +129,9 @@ def test_the_seed_command(emulator: EmulatorProcess, cos: CosS3Client, tmp_path:
         ((folder, url), None, f"error: no key for the emulator at {emulator.endpoint}: "),
         ((folder, url, "--secret-key", emulator.secret_key), None, "error: --secret-key puts the key where every "),
     ]:
-        bad = seed_cli(emulator.endpoint, *args, key=key)
+        bad = seed_cli(emulator.endpoint, *args, key=key, front=front)
         assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.startswith(error), bad
         assert bad.stderr.count("\n") == 1
-    unreachable = seed_cli("127.0.0.1:1", folder, url, key=emulator.secret_key)
+    unreachable = seed_cli("127.0.0.1:1", folder, url, key=emulator.secret_key, front=front)
     assert unreachable.returncode == 2
     assert unreachable.stderr.startswith("error: cannot reach the emulator at 127.0.0.1:1: ")

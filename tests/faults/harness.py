@@ -40,7 +40,7 @@ from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).resolve().parent / "job" / "job.yaml"
-STATE_BUCKET = "cvmjob-1250000000"
+STATE_BUCKET = "cvmjob-ap-guangzhou-1250000000"
 REGION = "ap-guangzhou"
 ZONE = "ap-guangzhou-3"
 TYPE = "S5.MEDIUM4"

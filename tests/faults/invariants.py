@@ -171,7 +171,7 @@ def checkpoints(world: World, job_id: str, final_step: int | None = None) -> int
     prefix = JobLayout(job_id).checkpoints_prefix
     for rel, expected in latest.files.items():
         key = f"{prefix}{latest.name}/{rel}"
-        response = world.cos().get_object(Bucket="cvmjob-1250000000", Key=key)
+        response = world.cos().get_object(Bucket="cvmjob-ap-guangzhou-1250000000", Key=key)
         data = response["Body"].get_raw_stream().read()
         assert crc64(data) == expected, f"I3: {key} does not match the manifest's CRC-64"
         assert int(response["x-cos-hash-crc64ecma"]) == expected, f"I3: COS's CRC-64 of {key} differs"

@@ -16,12 +16,13 @@ from orchestrator.contract import AGENT_DOC_LIMIT, JobLayout, Outcome, Phase, Re
 from orchestrator.state.machine import EXIT_CODES, JobState
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import STATE_BUCKET, Pool, Record, World, names, scenario
+from tests.holding import held, release
 from tests.waiting import holds_for
 
 GROUP = "agent_documents"
-STEPS = 1500  # 150 s of training: the job still trains however late a loaded lane gets through the documents
-# (75 s ended first in a clean-clone run: each document waits for a round and two `cvmjob status` calls)
-TRAIN = f"train.command=exec python3 tiny.py --steps {STEPS} --step-seconds 0.1 --every 150"
+STEPS = 30
+HOLD = 5  # the training holds before this step until every document was seen (a fixed 150 s of it once ran out)
+TRAIN = f"train.command=exec python3 tiny.py --steps {STEPS} --step-seconds 0.1 --every 10 {held(HOLD)}"
 
 
 @contextmanager
@@ -103,6 +104,7 @@ def malformed_agent_documents(w: World) -> None:
     told(w, job_id, result_key, f"attempt {attempt + 6}", controller)
     job = w.job(job_id)
     assert job.state == JobState.RUNNING, f"the training ended before the documents were all seen\n{w.describe()}"
+    assert release(w.admin, job_id) == [instance_id]
 
     job = w.wait_terminal(job_id, timeout=240)
     assert job.state == JobState.SUCCEEDED, w.describe()

@@ -27,6 +27,7 @@ from orchestrator.state.store import JobRecord, NewJob
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
 from tests.faults.harness import BOOTED_WITHIN, JOB, REPO, TYPE, ZONE, Pool, Record, World, names, scenario
+from tests.holding import RELEASE, release
 from tests.waiting import holds_for
 
 GROUP = "matrix"
@@ -325,9 +326,9 @@ def notice_during_sync(w: World) -> None:
 @scenario("7-notice-during-training", GROUP, cost=35)
 def notice_during_training(w: World) -> None:
     """A reclaim notice (15 s) mid-training: emergency checkpoint, relaunch, resume from it, success."""
-    # 20 s of training: at step 8 more of it is left than the notice, so the reclaim always comes before the end
-    # (with 6 s, a loaded CI runner saw the training finish before the agent read the notice).
-    job_id = w.submit(SPOT, train(steps=200, every=20))
+    # Held before step 10 until the notice's checkpoint request: the reclaim always comes before the end (with 6 s
+    # of training, a loaded CI runner saw it finish before the agent read the notice).
+    job_id = w.submit(SPOT, train(steps=30, every=10, hold_at=10, release=RELEASE))
     process = w.resume(job_id)
     instance = running(w, job_id, min_step=8)
     w.admin.reclaim(instance, notice_seconds=15)
@@ -336,7 +337,7 @@ def notice_during_training(w: World) -> None:
     exit_code(w, process, JobState.SUCCEEDED)
     manifest = w.manifest(job_id)
     assert manifest is not None and any(c.emergency for c in manifest.checkpoints), manifest
-    invariants.checkpoints(w, job_id, final_step=199)
+    invariants.checkpoints(w, job_id, final_step=29)
 
 
 @scenario("7-notice-during-upload", GROUP, cost=40)
@@ -394,11 +395,14 @@ def notice_during_teardown(w: World) -> None:
 def reclaim_without_notice(w: World) -> None:
     """The instance vanishes mid-training (no notice): the job relaunches and resumes from the last committed
     checkpoint."""
-    job_id = w.submit(SPOT, train(steps=50, every=5))
+    # Held before step 15 (after the checkpoint of step 14) until the reclaim, and its next attempt until it runs:
+    # 5 s of free training ended before a loaded lane saw step 12.
+    job_id = w.submit(SPOT, train(steps=50, every=5, hold_at=15, release=RELEASE))
     process = w.resume(job_id)
     instance = running(w, job_id, min_step=12)
     w.admin.reclaim(instance, notice_seconds=None)
     w.note("spot reclaim without notice during training")
+    w.wait(lambda: [i for i in release(w.admin, job_id) if i != instance], BOOTED_WITHIN, "the next attempt")
     recovered(w, job_id)
     exit_code(w, process, JobState.SUCCEEDED)
     invariants.checkpoints(w, job_id, final_step=49)
@@ -450,9 +454,9 @@ def training_killed(w: World) -> None:
 def two_controllers(w: World) -> None:
     """A second `cvmjob resume` while the first controller drives the job: refused (exit 3, one line naming the
     holder); the job finishes once, with one instance and one image."""
-    # Long enough that the second `cvmjob resume` starts while the first still drives it, on a loaded machine too
-    # (with 40 steps of 0.1 s a slow start of the second found the job already ended, and exited 0).
-    job_id = w.submit(train(steps=200))
+    # Held until the second `cvmjob resume` was refused, so that it starts while the first still drives the job on a
+    # loaded machine too (with 40 steps of 0.1 s a slow start of the second found the job already ended).
+    job_id = w.submit(train(steps=20, hold_at=5, release=RELEASE))
     first = w.resume(job_id)
     running(w, job_id)
     second = w.cli("resume", job_id, timeout=60)
@@ -460,6 +464,7 @@ def two_controllers(w: World) -> None:
     assert second.stderr.startswith("error:") and "Traceback" not in second.stderr, second.stderr
     assert "driven by controller" in second.stderr, second.stderr
     w.note("a second controller on the same job")
+    assert len(release(w.admin, job_id)) == 1
     finish(w, job_id, JobState.SUCCEEDED)
     exit_code(w, first, JobState.SUCCEEDED)
     assert len(w.admin.instances()) == 1
@@ -472,9 +477,9 @@ def two_controllers(w: World) -> None:
 def controller_cut_off(w: World) -> None:
     """For 20 s (longer than the 15 s heartbeat staleness) every GET of the agent's status and result answers
     503, while the agent (which only PUTs them) keeps going: the controller concludes nothing, then finishes."""
-    # 45 s of training: still RUNNING through the 20 s window however late a loaded lane sees it start (6 s
-    # ended before the window once, and the controller had moved on).
-    job_id = w.submit(train(steps=450, step_seconds=0.1, every=50))
+    # Held through the 20 s window however late a loaded lane sees it start (6 s of training ended before the
+    # window once, and the controller had moved on).
+    job_id = w.submit(train(steps=30, step_seconds=0.1, every=10, hold_at=5, release=RELEASE))
     process = w.resume(job_id)
     running(w, job_id)
     node = f"cvmjob/{job_id}/attempts/1/nodes/0/"
@@ -483,10 +488,11 @@ def controller_cut_off(w: World) -> None:
     holds_for(f"{job_id} RUNNING while its documents cannot be read", lambda: w.job(job_id).state == JobState.RUNNING,
               20)
     w.clear_faults()
+    assert len(release(w.admin, job_id)) == 1
     finish(w, job_id, JobState.SUCCEEDED)
     exit_code(w, process, JobState.SUCCEEDED)
     assert w.job(job_id).attempt == 1
-    invariants.checkpoints(w, job_id, final_step=449)
+    invariants.checkpoints(w, job_id, final_step=29)
 
 
 # -- 13: credentials expire ---------------------------------------------------------------------------------
@@ -535,7 +541,7 @@ def image_hangs(w: World) -> None:
     process = w.resume(job_id)
     job = finish(w, job_id, JobState.SUCCEEDED)
     exit_code(w, process, JobState.SUCCEEDED)
-    assert "still CREATING" in job.reason, job.reason
+    assert "still creating" in job.reason, job.reason
     w.clear_faults()
 
 

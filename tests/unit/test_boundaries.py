@@ -161,12 +161,13 @@ def _under(name: str, *prefixes: str) -> bool:
 
 def test_the_top_of_the_package_holds_only_its_faces_and_leaves() -> None:
     assert sorted(p.name for p in PACKAGE.glob("*.py")) == [
-        "__init__.py", "api.py", "errors.py", "text.py", "trainkit.py"]
+        "__init__.py", "api.py", "errors.py", "extras.py", "text.py", "trainkit.py"]
 
 
 def test_the_contract_and_the_leaves_import_nothing_else_of_the_package() -> None:
     assert _crossings({"contract"}, lambda name: _under(name, "contract")) == []
     assert _crossings({"errors", "text"}, lambda name: False) == []
+    assert _crossings({"extras"}, lambda name: _under(name, "errors")) == []  # the missing extra's error
 
 
 def test_the_lower_rooms_import_nothing_of_the_rooms_that_drive_them() -> None:

@@ -166,6 +166,18 @@ def test_named_metrics_are_kept_until_a_report_of_the_same_name_replaces_them(pr
     assert json.loads(progress_file.read_text())["metrics"]["test.top5"] == 1.0
 
 
+def test_the_total_reaches_the_progress_file_and_is_kept_until_another_is_given(progress_file: Path) -> None:
+    from orchestrator import trainkit
+    from orchestrator.contract import Progress
+
+    trainkit.report(0, 1.0, total=500)
+    trainkit.report(1, 0.9)  # said once, kept
+    assert Progress.model_validate_json(progress_file.read_bytes()).total_steps == 500
+    for bad in (0, -3, True, 2.5):
+        with pytest.raises(ValueError, match=r"total=.*: the number of steps, a positive int"):
+            trainkit.report(2, 0.8, total=bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(("name", "value", "problem"), [
     ("val loss", 0.5, "the name must match [A-Za-z_][A-Za-z0-9_.]*"),
     ("1st", 0.5, "the name must match"),

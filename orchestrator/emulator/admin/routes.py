@@ -1,6 +1,7 @@
 """The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
-stock, the call log, the ledger and the balance, seeding example data into COS, the OIDC providers and roles of
-AssumeRoleWithWebIdentity, and settings (the load-test switch
+stock, the spot quota (what a ticket to Tencent changes), the long-term key's CAM policy (what a sub-account's key
+is allowed), the call log, the ledger and the balance, seeding example data into COS, the OIDC providers and roles
+of AssumeRoleWithWebIdentity, and settings (the load-test switch
 ``PUT settings {"run_user_data": false}``: instances boot without running any process). Callers prove they own the
 account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim
 itself or rewind the clock). That key is private to the emulator's user (keys.py): whoever holds it runs code as
@@ -129,6 +130,30 @@ def _stock(cloud: Cloud, body: Body, request: web.Request) -> Any:
     )
 
 
+def _quota(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"zone": "ap-guangzhou-3", "spot_vcpus": 16}: the zone's spot quota in vCPU cores from now on (no zone: every
+    zone's; null: the default, 50), as a ticket would set it; answers {zone: spot_vcpus} of the zones set."""
+    unknown = set(body) - {"zone", "spot_vcpus"}
+    if unknown or "spot_vcpus" not in body:
+        raise ValueError(f"send {{'zone': <zone, optional>, 'spot_vcpus': <cores or null>}}, not {sorted(body)}")
+    zone = body.get("zone")
+    return {"spot_vcpus": cloud.cvm.quotas.set_spot_vcpus(None if zone is None else str(zone), body["spot_vcpus"])}
+
+
+def _cam_policy(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    policy = cloud.iam.account_policy
+    return {"policy": None if policy is None else {"version": "2.0", "statement": list(policy.statements)}}
+
+
+def _set_cam_policy(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"policy": {CAM policy}}: the long-term key may do only what it allows, like a sub-account's key, and so may
+    the temporary keys it issues from now on; {"policy": null}: the root account's full rights again."""
+    if set(body) != {"policy"} or not isinstance(body["policy"], (dict, type(None))):
+        raise ValueError("send {'policy': <a CAM policy document, or null>}")
+    cloud.iam.narrow(body["policy"])
+    return _cam_policy(cloud, body, request)
+
+
 def _launch_failures(cloud: Cloud, body: Body, request: web.Request) -> Any:
     cloud.faults.add_launch_failure(body)
     return {"rules": cloud.faults.describe()["launch_failures"]}
@@ -207,6 +232,9 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "instances"): _instances,
     ("POST", "spot/reclaim"): _reclaim,
     ("PUT", "stock"): _stock,
+    ("PUT", "quota"): _quota,
+    ("GET", "cam/policy"): _cam_policy,
+    ("PUT", "cam/policy"): _set_cam_policy,
     ("POST", "launch-failures"): _launch_failures,
     ("POST", "image-faults"): _image_faults,
     ("POST", "seed"): _seed,

@@ -145,10 +145,7 @@ def call(
         if action is None:
             raise ApiError("InvalidAction", f"The action `{action_name}` of `{service_name}` does not exist.")
         if not action.unsigned and not principal.may(f"name/{service_name}:{action_name}"):
-            raise ApiError(
-                "AuthFailure.UnauthorizedOperation",
-                f"The credential's policy does not allow name/{service_name}:{action_name}.",
-            )
+            raise unauthorized(service_name, action_name)
         drop, delay = faults.before_api_call(service_name, action_name)
         ctx = CallContext(
             principal=principal,
@@ -165,6 +162,16 @@ def call(
                           logged)
     except ApiError as err:
         return CallResult(error_envelope(request_id, err), service_name, action_name, err.code, False, params=logged)
+
+
+def unauthorized(service: str, action: str) -> ApiError:
+    """A CAM denial, worded as Tencent Cloud words it (its message, then CAM's own line for the action)."""
+    return ApiError(
+        "AuthFailure.UnauthorizedOperation",
+        "You are not authorized to perform this operation. Check your CAM policies, and ensure that you are using "
+        f"the correct access keys. [you are not authorized to perform operation ({service}:{action})\n"
+        "resource (*) has no permission]",
+    )
 
 
 def _unsigned_service(services: Mapping[str, Service], action_name: str, version: str) -> str:
@@ -184,7 +191,7 @@ def _unsigned_service(services: Mapping[str, Service], action_name: str, version
 def _principal(iam: Iam, secret_id: str, headers: Mapping[str, str], now: float) -> Principal:
     cred = iam.temporary(secret_id)
     if cred is None:
-        return Principal(secret_id)
+        return iam.long_term(secret_id)
     if headers.get("X-TC-Token", "") != cred.token:
         raise ApiError("AuthFailure.TokenFailure", "The X-TC-Token is missing or does not match the SecretId.")
     if cred.expires_at <= now:

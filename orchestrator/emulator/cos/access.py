@@ -1,7 +1,8 @@
 """Who may do what: the caller behind a verified signature, and CAM resource names for COS.
 
 Temporary credentials (STS, instance roles) must present their token in ``x-cos-security-token`` and be unexpired
-on the cloud clock; their CAM policy is then enforced per operation with actions ``name/cos:<Operation>`` on
+on the cloud clock; their CAM policy (and the long-term key's, once the admin API gave it one: iam.py) is then
+enforced per operation with actions ``name/cos:<Operation>`` on
 ``qcs::cos:<region>:uid/<appid>:<bucket>/<key>`` (shared/reference/tencent-cloud-api.md §7, doc 436/30580).
 """
 
@@ -17,7 +18,7 @@ from .signing import SignedRequest
 def principal_for(iam: Iam, signed: SignedRequest, now: float) -> Principal:
     cred = iam.temporary(signed.secret_id)
     if cred is None:
-        return Principal(signed.secret_id)
+        return iam.long_term(signed.secret_id)
     if signed.token is None or not hmac.compare_digest(signed.token.encode(), cred.token.encode()):
         raise CosError(403, "AccessDenied", "The x-cos-security-token is missing or does not match the SecretId.")
     if cred.expires_at <= now:

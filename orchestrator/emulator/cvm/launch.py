@@ -3,9 +3,12 @@
 This module checks what the request alone decides (shapes, formats, ranges, combinations, the catalog, the
 default VPC); the model checks what depends on the account's state (images, stock, balance, addresses in use).
 Rules and codes follow the SDK's RunInstancesRequest docstrings and the per-API error list
-(shared/reference/tencent-cloud-api.md §1). Accepted but without effect here: EnhancedService, Metadata,
-CpuTopology, NetworkInterfaces, EnableJumboFrame, PartitionNumber, DedicatedClusterId, LoginSettings (no SSH:
-instances are processes) and HpcClusterId-less HCC types (there is no HPC cluster API to create one).
+(shared/reference/tencent-cloud-api.md §1). An HCC type is sold only into an HPC cluster of its zone and any other
+type into none ("若创建的实例为高性能计算实例，需指定实例放置的集群，否则不可指定"): RunInstances refuses the one
+without HpcClusterId and the other with it; InquiryPriceRunInstances, whose docstring says only "高性能计算集群ID",
+checks just that a cluster it names exists in the zone. Accepted but without effect here: EnhancedService,
+Metadata, CpuTopology, NetworkInterfaces, EnableJumboFrame, PartitionNumber, DedicatedClusterId, LoginSettings (no
+SSH: instances are processes).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import base64
 import binascii
 import ipaddress
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +78,7 @@ class LaunchSpec:
     prepaid_period: int
     renew_flag: str
     max_price_yuan: float | None
+    hpc_cluster_id: str = ""
 
     @property
     def price_fen_per_hour(self) -> int:
@@ -156,15 +160,19 @@ def _charge_type(params: Params) -> str:
     return charge_type
 
 
-def _zone(params: Params, region: str) -> str:
-    placement = params.obj("Placement", required=True)
-    assert placement is not None
-    zone_name = placement.req_str("Zone")
+def check_zone(zone_name: str, region: str) -> str:
     zone = ZONES_BY_NAME.get(zone_name)
     if zone is None:
         raise ApiError("InvalidParameterValue.ZoneNotSupported", f"The zone `{zone_name}` is not offered.")
     if zone.region != region:
         raise ApiError("InvalidZone.MismatchRegion", f"The zone `{zone_name}` is not in the region `{region}`.")
+    return zone_name
+
+
+def _zone(params: Params, region: str) -> str:
+    placement = params.obj("Placement", required=True)
+    assert placement is not None
+    zone_name = check_zone(placement.req_str("Zone"), region)
     if (placement.int("ProjectId", 0) or 0) != 0:
         raise ApiError("InvalidProjectId.NotFound", "Only the default project (0) exists.")
     return zone_name
@@ -367,12 +375,34 @@ def _internet(params: Params) -> dict[str, Any]:
     return {"InternetChargeType": charge, "InternetMaxBandwidthOut": bandwidth, "PublicIpAssigned": assigned}
 
 
+def _hpc_cluster(params: Params, itype: InstanceType, zone: str, clusters: Mapping[str, str], inquiry: bool) -> str:
+    """The HPC cluster named (``clusters``: the region's, id -> zone), "" for none."""
+    cluster_id = params.str("HpcClusterId", "") or ""
+    if not inquiry and itype.needs_hpc_cluster and not cluster_id:
+        raise ApiError(
+            "InvalidParameterValue.InstanceTypeRequiredHpcCluster",
+            f"{itype.name} is a high-performance computing type: name the HPC cluster of {zone} it goes into "
+            "(HpcClusterId; CreateHpcCluster makes one).",
+        )
+    if not inquiry and cluster_id and not itype.needs_hpc_cluster:
+        raise ApiError(
+            "InvalidParameterValue.InstanceTypeNotSupportHpcCluster",
+            f"{itype.name} cannot join an HPC cluster: only the HCC types can.",
+        )
+    if cluster_id and cluster_id not in clusters:
+        raise ApiError("ResourceNotFound.HpcCluster", f"The HPC cluster `{cluster_id}` does not exist.")
+    if cluster_id and clusters[cluster_id] != zone:
+        raise ApiError(
+            "InvalidParameterValue.HpcClusterIdZoneIdNotMatch",
+            f"The HPC cluster `{cluster_id}` is in {clusters[cluster_id]}, not in {zone}.",
+        )
+    return cluster_id
+
+
 def _unsupported_references(params: Params) -> None:
     """Resources the request may name that this account cannot have: the emulator has no API to create them."""
     if "LaunchTemplate" in params:
         raise ApiError("InvalidParameterValue.LaunchTemplateNotFound", "There are no launch templates.")
-    if "HpcClusterId" in params:
-        raise ApiError("ResourceNotFound.HpcCluster", "There are no HPC clusters.")
     if params.str_list("DisasterRecoverGroupIds"):
         raise ApiError("FailedOperation.DisasterRecoverGroupNotFound", "There are no placement groups.")
     if params.str_list("ChcIds"):
@@ -380,9 +410,9 @@ def _unsupported_references(params: Params) -> None:
 
 
 def parse_launch(params: Params, region: str, now: float, defaults: DefaultNetwork, *, inquiry: bool = False,
-                 security_groups: Collection[str] = ()) -> LaunchSpec:
+                 security_groups: Collection[str] = (), hpc_clusters: Mapping[str, str] | None = None) -> LaunchSpec:
     """``defaults``: the account's default VPCs and subnets; ``security_groups``: the groups it has in ``region``
-    (besides its default one)."""
+    (besides its default one); ``hpc_clusters``: its HPC clusters in ``region``, id -> zone."""
     _unsupported_references(params)
     charge_type = _charge_type(params)
     zone = _zone(params, region)
@@ -429,4 +459,5 @@ def parse_launch(params: Params, region: str, now: float, defaults: DefaultNetwo
         prepaid_period=period,
         renew_flag=renew_flag,
         max_price_yuan=max_price,
+        hpc_cluster_id=_hpc_cluster(params, itype, zone, hpc_clusters or {}, inquiry),
     )

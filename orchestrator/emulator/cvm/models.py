@@ -1,4 +1,5 @@
-"""CVM state and behaviour: instances and their life cycle, stock, action timers, images, spot reclaims.
+"""CVM state and behaviour: instances and their life cycle, stock, quotas, HPC clusters, action timers, images,
+spot reclaims.
 
 Life cycle (shared/reference/tencent-cloud-api.md §2.2), every step a due time in the record that ``tick`` acts on
 at that time, so transitions survive restarts and jump with ``admin.advance()``; a transition takes effect at its
@@ -43,8 +44,10 @@ from ..runtime.gpus import GpuPool
 from ..runtime.host import Host
 from ..vpc.models import DefaultNetwork, Policy, SecurityGroups
 from ..vpc.reach import Member, tcp_ports
+from .hpc import HpcClusters, check_room, members
 from .images import Images
 from .launch import LaunchSpec
+from .quota import Quotas
 from .records import (
     LAUNCH_FAILED,
     PENDING,
@@ -112,6 +115,8 @@ class Cvm:
         self.timers: dict[str, ActionTimer] = {}
         self._timers_by_instance: dict[str, list[ActionTimer]] | None = None  # during a tick only (see tick)
         self.stock = Stock()
+        self.quotas = Quotas()
+        self.hpc = HpcClusters()
         self.gpus = GpuPool(host.devices)
         self.images = Images(images_root, clock.now, config.image_seconds, faults, background)
         self.security_groups = SecurityGroups()  # the VPC API's, which a launch names
@@ -142,6 +147,7 @@ class Cvm:
         now = self.clock.now()
         os_name, platform, tree = self.images.launchable(spec.region, spec.image_id)
         count = self._deliverable(spec)
+        self._check_quotas(spec, count)
         needed = count * (spec.upfront_fen if spec.charge_type == PREPAID else spec.price_fen_per_hour)
         if self.billing.balance(now)["real"] < needed:
             raise ApiError("InvalidAccount.InsufficientBalance", "The account balance cannot pay for these instances.")
@@ -192,6 +198,14 @@ class Cvm:
             "ResourceInsufficient.SpecifiedInstanceType",
             f"Only {available} {spec.itype.name} left in {spec.zone} for {spec.charge_type}.",
         )
+
+    def _check_quotas(self, spec: LaunchSpec, count: int) -> None:
+        """The account's spot vCPU quota in the zone, and the room left in the HPC cluster named."""
+        if spec.charge_type == SPOTPAID:
+            self.quotas.check_spot(self.instances.values(), spec.zone, spec.itype, count)
+        if spec.hpc_cluster_id:
+            cluster = self.hpc.get(spec.region, spec.hpc_cluster_id)
+            check_room(cluster, len(members(self.instances.values(), cluster.cluster_id)), count)
 
     def _addresses(self, spec: LaunchSpec, count: int) -> list[str]:
         used = {i.vpc_ip for i in self.instances.values() if i.subnet_id == spec.subnet.subnet_id}
@@ -255,6 +269,7 @@ class Cvm:
             latest_operation_request_id=request_id,
             launch_failure=self.faults.launch_failure(spec.zone, spec.itype.name, spec.charge_type),
             gpus=self.gpus.assign(instance_id, spec.itype.gpu_count),
+            hpc_cluster_id=spec.hpc_cluster_id,
         )
 
     # -- actions on instances ----------------------------------------------------------------------------
@@ -614,6 +629,8 @@ class Cvm:
             "client_tokens": self.client_tokens,
             "timers": [dump(t) for t in self.timers.values()],
             "stock": self.stock.to_state(),
+            "quotas": self.quotas.to_state(),
+            "hpc_clusters": self.hpc.to_state(),
             "images": self.images.to_state(),
         }
 
@@ -623,6 +640,8 @@ class Cvm:
         and the disks of released instances that were not deleted yet are."""
         self.images.restore(state.get("images", []))
         self.stock.restore(state.get("stock", []))
+        self.quotas.restore(state.get("quotas", {}))
+        self.hpc.restore(state.get("hpc_clusters", []))
         self.client_tokens = {k: list(v) for k, v in state.get("client_tokens", {}).items()}
         self.timers = {t.timer_id: t for t in (load(ActionTimer, d) for d in state.get("timers", []))}
         self.gone = {g.instance_id: g for g in (load(Gone, d) for d in state.get("gone", []))}

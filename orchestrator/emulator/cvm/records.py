@@ -80,6 +80,7 @@ class Instance:
     reclaim_at: float | None = None  # spot instance dies
     holds_capacity: bool = True  # one unit of stock, from purchase until release (or a STOP_CHARGING stop)
     role_secret_id: str = ""  # metadata role credential currently handed out
+    hpc_cluster_id: str = ""  # the HPC cluster an HCC type was bought into (cvm/hpc.py)
 
     @property
     def address(self) -> str:
@@ -129,10 +130,25 @@ class ActionTimer:
     status: str = "UNDO"  # UNDO, DOING, DONE
 
 
-Record = TypeVar("Record", Instance, Gone, Image, ActionTimer)
+@dataclass
+class HpcCluster:
+    """An HPC cluster (CreateHpcCluster): its members are the instances that name it (cvm/hpc.py)."""
+
+    cluster_id: str
+    region: str
+    zone: str
+    name: str
+    remark: str
+    cluster_type: str  # STANDARD, CDC or CHC
+    business_id: str
+    tags: list[dict[str, str]]
+    created_at: float
 
 
-def dump(record: Instance | Gone | Image | ActionTimer) -> dict[str, Any]:
+Record = TypeVar("Record", Instance, Gone, Image, ActionTimer, HpcCluster)
+
+
+def dump(record: Instance | Gone | Image | ActionTimer | HpcCluster) -> dict[str, Any]:
     return asdict(record)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog import INSTANCE_TYPES_BY_NAME, PRICE_REMARK, InstanceType, Zone
+from .hpc import CVM_QUOTA_TOTAL
 from .images import PUBLIC_BY_ID
-from .records import PREPAID, STOPPED, ActionTimer, Image, Instance
+from .records import PREPAID, STOPPED, ActionTimer, HpcCluster, Image, Instance
 from .stock import status_category
 from .times import iso_utc
 
@@ -74,6 +75,8 @@ def instance(rec: Instance) -> dict[str, Any]:
         view["LatestOperationErrorMsg"] = rec.latest_operation_error
     if rec.cam_role:
         view["CamRoleName"] = rec.cam_role
+    if rec.hpc_cluster_id:
+        view["HpcClusterId"] = rec.hpc_cluster_id
     if itype.gpu_model is not None:
         view["GPUInfo"] = {"GPUCount": float(itype.gpu_count), "GPUId": gpu_ids(itype), "GPUType": itype.gpu_model}
     return view
@@ -206,6 +209,25 @@ def type_config(zone: str, itype: InstanceType) -> dict[str, Any]:
 
 def zone_info(zone: Zone) -> dict[str, Any]:
     return {"Zone": zone.name, "ZoneName": zone.display_name, "ZoneId": zone.zone_id, "ZoneState": "AVAILABLE"}
+
+
+def hpc_cluster(cluster: HpcCluster, instance_ids: list[str]) -> dict[str, Any]:
+    """HpcClusterInfo; ``instance_ids``: its members (hpc.py)."""
+    view: dict[str, Any] = {
+        "HpcClusterId": cluster.cluster_id,
+        "Name": cluster.name,
+        "Remark": cluster.remark,
+        "CvmQuotaTotal": CVM_QUOTA_TOTAL,
+        "Zone": cluster.zone,
+        "CurrentNum": len(instance_ids),
+        "CreateTime": iso_utc(cluster.created_at),
+        "InstanceIds": instance_ids,
+        "HpcClusterType": cluster.cluster_type,
+        "Tags": cluster.tags,
+    }
+    if cluster.business_id:
+        view["HpcClusterBusinessId"] = cluster.business_id
+    return view
 
 
 def action_timer(timer: ActionTimer) -> dict[str, Any]:

@@ -91,7 +91,8 @@ def _role_credential(cloud: Cloud, rec: Instance) -> str:
     })
 
 
-def _caller(request: web.Request, cloud: Cloud) -> Instance | None:
+def caller(request: web.Request, cloud: Cloud) -> Instance | None:
+    """The live instance whose proxy credentials the request carries; None for any other caller."""
     scheme, _, encoded = request.headers.get("Proxy-Authorization", "").partition(" ")
     if scheme.lower() != "basic":
         return None
@@ -120,7 +121,7 @@ def _text(body: str) -> web.Response:
 
 async def handle(request: web.Request, cloud: Cloud) -> web.StreamResponse:
     cloud.tick()  # a notice due by now is visible now
-    rec = _caller(request, cloud)
+    rec = caller(request, cloud)
     if rec is None:
         return web.Response(status=404)
     path = urlsplit(request.raw_path).path

@@ -27,7 +27,8 @@ The environment, a contract the orchestrator's agent relies on (nothing is inher
               emulator is the instance's only way out, and it reaches no host of the internet but Tencent's
               mirror (mirror.py). Unmodified clients (the SDK's CVMRoleCredential, curl, urllib, requests) reach
               ``http://metadata.tencentyun.com/...`` through it, and the metadata service knows the instance by
-              the proxy credentials. API 3.0 and COS calls to the endpoint go through it too (it serves them).
+              the proxy credentials. API 3.0 and COS calls to the endpoint go through it too (it serves them);
+              COS of another region only when the instance has a public IP (server.py).
   NO_PROXY, no_proxy       empty
   TENCENTCLOUD_EMULATOR_ENDPOINT     ``127.0.0.1:<port>``: API 3.0 and COS, for tools that take an endpoint
   TENCENTCLOUD_EMULATOR_ROOT         ``<system>``: software needing absolute paths resolves them under it

@@ -90,7 +90,8 @@ def build(iam: Iam, web_identity: WebIdentity, now: Callable[[], float]) -> Serv
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             raise ApiError("InvalidParameter.ParamError", f"Name {name!r} has characters that are not allowed.")
         seconds = duration(params, 1800, 7200)
-        policy = parse_policy(params.str("Policy"))
+        # A key narrowed like a sub-account's (iam.py) delegates at most what it may do itself.
+        policy = Policy.intersect(parse_policy(params.str("Policy")), ctx.principal.policy)
         cred = iam.issue(seconds, now(), policy, f"GetFederationToken:{name}")
         return credential_payload(cred)
 

@@ -25,6 +25,7 @@ from ..actions import (
     MarkNodes,
     Terminate,
 )
+from ..recovery import QUOTA_REASON
 from .base import ACTION_TIMER_MARGIN, ExecutorBase, Next, PermanentFailure
 
 
@@ -62,11 +63,12 @@ class Instances(ExecutorBase):
         try:
             ids = retrying(lambda: compute.run_instances(self.sdk, request))
         except (CapacityError, QuotaError) as exc:
-            self.store.put_node(
-                self.token,
-                replace(node, state=NodeState.FAILED, end_reason=f"{exc.code}: {exc.message}", ended_at=self.now()),
-            )
-            self.emit("capacity", f"no capacity for {request.instance_type} in {request.zone}: {exc.code}")
+            quota = isinstance(exc, QuotaError)
+            reason = f"{QUOTA_REASON if quota else ''}{exc.code}: {exc.message}"
+            self.store.put_node(self.token, replace(node, state=NodeState.FAILED, end_reason=reason,
+                                                    ended_at=self.now()))
+            self.emit("capacity", f"{'the account quota refuses' if quota else 'no capacity for'} "
+                      f"{request.instance_type} in {request.zone}: {exc.code}")
             return Next.LOOK_AGAIN
         except TransientError as exc:
             self.emit("retry", f"RunInstances still failing ({exc.code}); will retry with the same ClientToken")

@@ -91,7 +91,8 @@ class Records(ExecutorBase):
         return Next.CONTINUE
 
     def _index_inputs(self, job: JobRecord, taken: Fingerprint, metrics: dict[str, float], now: float) -> None:
-        changed = fingerprint.changed_data(taken, retrying(lambda: fingerprint.data_digests(self.spec, self.sdk)))
+        now_listed = retrying(lambda: fingerprint.data_digests(self.spec, self.sdk, self.plan.bucket_regions))
+        changed = fingerprint.changed_data(taken, now_listed)
         if changed:
             detail = f"its data changed while it trained: {'; '.join(changed)}; not reused by `run --if-changed`"
             self.store.note(self.job_id, self.token, "note", detail, now)

@@ -85,12 +85,11 @@ _CAPACITY_PREFIXES = (
     "ResourceInsufficient",
     "ResourcesSoldOut",
     "ResourceUnavailable",
-    "LimitExceeded.SpotQuota",
-    "LimitExceeded.UserSpotQuota",
     "InvalidParameterValue.InsufficientPrice",
     "UnsupportedOperation.NoInstanceTypeSupportSpot",
     "UnsupportedOperation.SpotUnsupportedRegion",
 )
+# The spot quota (vCPUs per zone) among them: no retry in that zone helps until a ticket raises it.
 _QUOTA_PREFIXES = (
     "LimitExceeded",
     "InstancesQuotaLimitExceeded",
@@ -216,6 +215,13 @@ class TencentSdk:
         self._connections = connections
         self._pools: dict[str, urllib3.PoolManager] = {}  # by host: straight, or through the proxy the env names
         self._proxies: dict[tuple[str, str], str | None] = {}  # by (scheme, host)
+
+    def for_region(self, region: str) -> TencentSdk:
+        """The same account's clients in ``region`` (COS of a bucket there), sharing the API budget."""
+        if region == self.region:
+            return self
+        return TencentSdk(self.credential, region, self.endpoint, self.appid, self._timeout, self.budget,
+                          self._connections)
 
     @property
     def timeout(self) -> float:

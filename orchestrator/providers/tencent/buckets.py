@@ -10,15 +10,20 @@ from ._sdk import TencentSdk
 PAGE = 2000  # GET Service's largest max-keys
 
 
-def in_region(sdk: TencentSdk) -> list[str]:
-    """The names (``<name>-<appid>``) of the account's buckets in the SDK's region; GET Service lists every
-    region's, a page at a time."""
-    names: list[str] = []
+def regions(sdk: TencentSdk) -> dict[str, str]:
+    """The account's buckets (``<name>-<appid>``) and the region of each; GET Service lists every region's, a page
+    at a time."""
+    found: dict[str, str] = {}
     marker = ""
     while True:
         listed: dict[str, Any] = sdk.cos_call("list_buckets", Marker=marker, MaxKeys=PAGE)
         page = (listed.get("Buckets") or {}).get("Bucket") or []
-        names += [b["Name"] for b in page if b.get("Location") == sdk.region]
+        found.update({b["Name"]: b.get("Location", "") for b in page})
         if listed.get("IsTruncated") != "true" or not page:
-            return names
+            return found
         marker = listed.get("NextMarker") or page[-1]["Name"]
+
+
+def in_region(sdk: TencentSdk) -> list[str]:
+    """The names of the account's buckets in the SDK's region."""
+    return [name for name, region in regions(sdk).items() if region == sdk.region]

@@ -84,6 +84,7 @@ class LaunchRequest:
     subnet_id: str | None = None
     security_group_ids: tuple[str, ...] = ()
     public_bandwidth_mbps: int | None = None  # a public IP, traffic billed; None: no public IP (RunInstances' own)
+    hpc_cluster_id: str | None = None  # HCC types only: the cloud refuses it for any other type
 
     def __post_init__(self) -> None:
         # A wire string given by a caller becomes its member here, so that a misspelt one fails before any call.
@@ -135,6 +136,8 @@ class LaunchRequest:
         if self.public_bandwidth_mbps is not None:
             p["InternetAccessible"] = {"InternetChargeType": "TRAFFIC_POSTPAID_BY_HOUR", "PublicIpAssigned": True,
                                        "InternetMaxBandwidthOut": self.public_bandwidth_mbps}
+        if self.hpc_cluster_id is not None:
+            p["HpcClusterId"] = self.hpc_cluster_id
         return p
 
 
@@ -317,3 +320,51 @@ def _float(value: Any) -> float | None:
 def zones(sdk: TencentSdk) -> list[tuple[str, bool]]:
     result = sdk.call("cvm", "DescribeZones", {})
     return [(z["Zone"], z.get("ZoneState") == "AVAILABLE") for z in result.get("ZoneSet") or []]
+
+
+@dataclass(frozen=True)
+class ZoneQuota:
+    """One of the account's quotas in one zone: spot in vCPU cores (50 unless a ticket raised it), pay-as-you-go in
+    instances."""
+
+    zone: str
+    total: int
+    used: int
+    remaining: int
+
+
+def _zone_quotas(sdk: TencentSdk, zones: list[str], quota_type: str) -> dict[str, ZoneQuota]:
+    result = sdk.call("cvm", "DescribeAccountQuota", {"Filters": [
+        {"Name": "zone", "Values": zones}, {"Name": "quota-type", "Values": [quota_type]}]})
+    rows = ((result.get("AccountQuotaOverview") or {}).get("AccountQuota") or {}).get(quota_type) or []
+    return {row["Zone"]: ZoneQuota(row["Zone"], int(row.get("TotalQuota") or 0), int(row.get("UsedQuota") or 0),
+                                   int(row.get("RemainingQuota") or 0)) for row in rows if row.get("Zone") in zones}
+
+
+def spot_quotas(sdk: TencentSdk, zones: list[str]) -> dict[str, ZoneQuota]:
+    """The spot quota (vCPU cores) of each of ``zones`` that the cloud reports (DescribeAccountQuota)."""
+    return _zone_quotas(sdk, zones, "SpotPaidQuotaSet")
+
+
+def on_demand_quotas(sdk: TencentSdk, zones: list[str]) -> dict[str, ZoneQuota]:
+    """The pay-as-you-go quota (instances) of each of ``zones`` that the cloud reports."""
+    return _zone_quotas(sdk, zones, "PostPaidQuotaSet")
+
+
+@dataclass(frozen=True)
+class HpcCluster:
+    cluster_id: str
+    zone: str
+    name: str
+    room: int  # instances it can still take (CvmQuotaTotal - CurrentNum)
+
+
+def hpc_clusters(sdk: TencentSdk, cluster_ids: list[str] | None = None) -> dict[str, HpcCluster]:
+    """The region's HPC clusters (those of ``cluster_ids`` when given), by id."""
+    params: dict[str, Any] = {"Limit": 100}
+    if cluster_ids:
+        params["HpcClusterIds"] = cluster_ids
+    rows = sdk.call("cvm", "DescribeHpcClusters", params).get("HpcClusterSet") or []
+    return {row["HpcClusterId"]: HpcCluster(row["HpcClusterId"], row.get("Zone", ""), row.get("Name", ""),
+                                            int(row.get("CvmQuotaTotal") or 0) - int(row.get("CurrentNum") or 0))
+            for row in rows}

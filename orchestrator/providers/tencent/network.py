@@ -89,12 +89,22 @@ _FROM_MEMBERS = {"Protocol": "ALL", "Action": "ACCEPT", "PolicyDescription": "cv
 _ANYWHERE = {"Protocol": "ALL", "CidrBlock": "0.0.0.0/0", "Action": "ACCEPT", "PolicyDescription": "cvmjob"}
 
 
+def _managed_groups(sdk: TencentSdk, tag_key: str) -> list[str]:
+    return sorted(str(g["SecurityGroupId"]) for g in _listed(
+        sdk, "DescribeSecurityGroups", "SecurityGroupSet", {"Filters": [_filter(f"tag:{tag_key}", MANAGED_GROUP)]}))
+
+
+def managed_security_group(sdk: TencentSdk, tag_key: str) -> str | None:
+    """cvmjob's group of the region, if a plan made it already (the oldest, as ensure_security_group uses)."""
+    found = _managed_groups(sdk, tag_key)
+    return found[0] if found else None
+
+
 def ensure_security_group(sdk: TencentSdk, tag_key: str) -> tuple[str, bool]:
     """cvmjob's group of the region (tagged ``tag_key``), created with its rules if it is missing, its rules added
     if a crash came between; and whether it was created now. Two controllers creating it at once make two
     groups: the oldest id is used from then on."""
-    found = sorted(str(g["SecurityGroupId"]) for g in _listed(
-        sdk, "DescribeSecurityGroups", "SecurityGroupSet", {"Filters": [_filter(f"tag:{tag_key}", MANAGED_GROUP)]}))
+    found = _managed_groups(sdk, tag_key)
     created = not found
     if created:
         answer = sdk.call("vpc", "CreateSecurityGroup", {

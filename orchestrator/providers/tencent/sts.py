@@ -36,6 +36,7 @@ class Grant:
     bucket: str
     prefix: str
     write: bool
+    region: str | None = None  # the bucket's, when not the keys' own region (network.allow_cross_region)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class TemporaryCredentials:
 def cos_policy(region: str, appid: str, grants: list[Grant]) -> dict[str, object]:
     statements: list[dict[str, object]] = []
     for g in grants:
-        resource = f"qcs::cos:{region}:uid/{appid}:{g.bucket}/{g.prefix}*"
+        where = g.region or region
+        resource = f"qcs::cos:{where}:uid/{appid}:{g.bucket}/{g.prefix}*"
         statements.append(
             {"effect": "allow", "action": OBJECT_ACTIONS if g.write else READ_ACTIONS, "resource": [resource]}
         )
@@ -57,7 +59,7 @@ def cos_policy(region: str, appid: str, grants: list[Grant]) -> dict[str, object
             {
                 "effect": "allow",
                 "action": ["name/cos:GetBucket", "name/cos:HeadBucket"],
-                "resource": [f"qcs::cos:{region}:uid/{appid}:{g.bucket}/*"],
+                "resource": [f"qcs::cos:{where}:uid/{appid}:{g.bucket}/*"],
                 "condition": {"string_like": {"cos:prefix": f"{g.prefix}*"}},
             }
         )

@@ -28,6 +28,11 @@ class _State(_Wire):
     def _missing_(cls, value: object) -> _State:
         return cls["UNKNOWN"]
 
+    @property
+    def word(self) -> str:
+        """What a person is shown for the state: the wire word in lower case, unless a class says better."""
+        return str(self.value).lower()
+
 
 class ChargeType(_Wire):
     ON_DEMAND = "POSTPAID_BY_HOUR"
@@ -95,6 +100,11 @@ class InstanceState(_State):
         """Alive, or on its way to or from alive: what a pool can still count as a member."""
         return not (self.leaving or self.isolated)
 
+    @property
+    def word(self) -> str:
+        """What a person is shown for the state (the wire word only where ours would say no more)."""
+        return _INSTANCE_WORDS.get(self, self.value.lower())
+
 
 class ImageState(_State):
     """DescribeImages' ImageState."""
@@ -124,3 +134,25 @@ class StockStatus(_Wire):
     NORMAL = "NormalStock"
     UNDER = "UnderStock"
     NONE = "WithoutStock"
+
+
+_INSTANCE_WORDS = {InstanceState.LAUNCH_FAILED: "launch failed", InstanceState.SHUTDOWN: "isolated (recycle bin)"}
+_STOCK_WORDS = {StockStatus.ENOUGH: "plenty", StockStatus.NORMAL: "some", StockStatus.UNDER: "low",
+                StockStatus.NONE: "none"}
+
+
+def stock_word(status: str) -> str:
+    """What a person is shown for a placement's stock: a word for a known StatusCategory, "-" for none recorded,
+    and any other (newer) category as the cloud says it."""
+    if not status:
+        return "-"
+    try:
+        return _STOCK_WORDS[StockStatus(status)]
+    except ValueError:
+        return status
+
+
+def needs_hpc_cluster(instance_type: str) -> bool:
+    """Whether the type is sold only into an HPC cluster (the HCC families: RunInstances' HpcClusterId, "若创建的实例
+    为高性能计算实例，需指定实例放置的集群，否则不可指定")."""
+    return instance_type.startswith("HCC")

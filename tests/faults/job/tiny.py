@@ -6,7 +6,9 @@ Run it as it is (``exec python3 tiny.py``: a bare ``python tiny.py`` would go th
 (state.json and a payload of ``--payload`` bytes) by atomic rename; it reports progress in the format trainkit
 writes, with ``val_loss`` = ``--val-offset`` + 1/(step+1) every ``--eval-every`` steps when an offset is given (a
 sweep's objective). ``--check-data`` prints the synced data's digests. Faults of its own: ``--fail-at`` exits 3,
-``--hang-at`` stops reporting and sleeps forever, ``--kill-at`` SIGKILLs itself (what the OOM killer does). Its
+``--hang-at`` stops reporting and sleeps forever, ``--kill-at`` SIGKILLs itself (what the OOM killer does).
+``--hold-at N --release NAME`` waits before step N until ``~/NAME`` exists on its instance (or a checkpoint is asked
+for): a test keeps the job training for as long as it looks, however slow the machine, then lets it end. Its
 log has the quickstart's lines (``start_step=N``, ``step=N loss=X``, ``stopping after the requested checkpoint at
 step N``) and its own (``tiny: resumed from step N``), so a test can check the steps against the manifest.
 """
@@ -38,12 +40,14 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 metrics: dict[str, float] = {}
 metrics_step: list[int] = []
+TOTAL: list[int] = [1]  # --steps, for the report's total_steps
 
 
 def report(step: int, stopped: bool = False) -> None:
     target = os.environ.get("CVMJOB_PROGRESS_FILE")
     if target:
-        doc = {"step": step, "loss": 1.0 / (step + 1), "time": time.time(), "stopped": stopped, "metrics": metrics,
+        doc = {"step": step, "total_steps": TOTAL[0], "loss": 1.0 / (step + 1), "time": time.time(), "stopped": stopped,
+               "metrics": metrics,
                "metrics_step": metrics_step[-1] if metrics_step else None}
         write_atomically(Path(target), json.dumps(doc).encode())
 
@@ -57,6 +61,15 @@ def save(folder: Path, step: int, payload: int) -> None:
     print(f"tiny: committed step {step}", flush=True)
 
 
+def hold(release: Path, step: int) -> None:
+    """Wait until ``release`` exists or a checkpoint is asked for (a reclaim notice ends a hold, as it would end
+    the training's next step)."""
+    print(f"tiny: holding before step {step} until {release} exists", flush=True)
+    while not release.exists() and not requested:
+        time.sleep(0.2)
+    print(f"tiny: released at step {step}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
@@ -66,10 +79,13 @@ def main() -> int:
     parser.add_argument("--fail-at", type=int)
     parser.add_argument("--hang-at", type=int)
     parser.add_argument("--kill-at", type=int)
+    parser.add_argument("--hold-at", type=int, help="wait before this step until ~/<--release> exists")
+    parser.add_argument("--release", default="tiny.release", help="the file under $HOME that ends a hold")
     parser.add_argument("--check-data", action="store_true", help="print the synced files' sizes and SHA-256")
     parser.add_argument("--val-offset", type=float, help="report val_loss = this + 1/(step+1)")
     parser.add_argument("--eval-every", type=int, default=1, help="steps between val_loss reports")
     args = parser.parse_args()
+    TOTAL[0] = args.steps
     if args.check_data:
         data = Path(os.environ.get("CVMJOB_DATA_DIR", "data"))
         for path in sorted(p for p in data.rglob("*") if p.is_file()):
@@ -86,6 +102,8 @@ def main() -> int:
         print("tiny: fresh start", flush=True)
     print(f"start_step={start}", flush=True)
     for step in range(start, args.steps):
+        if step == args.hold_at:
+            hold(Path.home() / args.release, step)
         time.sleep(args.step_seconds)
         if step == args.fail_at:
             print(f"tiny: failing at step {step}", flush=True)

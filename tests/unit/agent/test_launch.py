@@ -59,3 +59,10 @@ def test_the_contract_wins_over_the_job_env_which_wins_over_the_defaults() -> No
                        {"CVMJOB_JOB_ID": "j"}, {"NCCL_DEBUG": "WARN", "PYTHONUNBUFFERED": "0"})
     assert env == {"PATH": "/bin", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "0",
                    "NCCL_DEBUG": "WARN", "CVMJOB_JOB_ID": "j"}
+
+
+def test_secrets_join_the_training_env_and_the_contract_still_wins() -> None:
+    env = training_env({"PATH": "/bin", "WANDB_API_KEY": "the agent's own"}, {"CVMJOB_JOB_ID": "j"},
+                       {"NCCL_DEBUG": "WARN"}, secrets={"WANDB_API_KEY": "w"})
+    assert env == {"PATH": "/bin", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "1",
+                   "NCCL_DEBUG": "WARN", "WANDB_API_KEY": "w", "CVMJOB_JOB_ID": "j"}

@@ -22,7 +22,8 @@ EMPTY = api.AgentView(None, None, None, {})
 @pytest.fixture
 def job(target: Target) -> JobRecord:
     """A job of three nodes in its second attempt, whose state bucket is there and empty."""
-    return job_record(JOB, target=target, attempt=2, plan=plan(nnodes=3, state_bucket=f"cvmjob-{target.appid}"))
+    return job_record(JOB, target=target, attempt=2,
+                      plan=plan(nnodes=3, state_bucket=f"cvmjob-ap-guangzhou-{target.appid}"))
 
 
 @pytest.fixture

@@ -108,9 +108,18 @@ def test_a_full_id_this_store_lacks_is_found_in_the_default_state_bucket(
     node = NodeRecord(job_id=REMOTE, attempt=1, node=0, client_token="t-1", zone="ap-guangzhou-3",
                       instance_type="S5.MEDIUM4", charge_type=ChargeType.ON_DEMAND, price_per_hour=0.3,
                       instance_id="ins-0001", state=NodeState.RUNNING, launched_at=5.0, running_at=6.0)
-    jobdoc.publish(ObjectStore(sdk, f"cvmjob-{cloud.appid}"), record, [node], [])
+    jobdoc.publish(ObjectStore(sdk, f"cvmjob-ap-guangzhou-{cloud.appid}"), record, [node], [])
     assert api.find_job(store, REMOTE) == record
     assert api.job_history(store, record) == ([node], [])
+
+
+def test_a_job_of_another_region_is_found_in_that_regions_state_bucket(
+        store: Store, sdk: TencentSdk, target: Target, cloud: EmulatorProcess) -> None:
+    """Nothing to configure: each region's default state bucket is found by its name and GET Service's region."""
+    record = remote_record(dataclasses.replace(target, region="ap-shanghai"))
+    shanghai = TencentSdk(sdk.credential, "ap-shanghai", cloud.endpoint, cloud.appid)
+    jobdoc.publish(ObjectStore(shanghai, f"cvmjob-ap-shanghai-{cloud.appid}"), record, [], [])
+    assert api.find_job(store, REMOTE) == record
 
 
 def test_cvmjob_state_bucket_and_cvmjob_region_say_where_a_job_of_another_machine_is(
@@ -119,8 +128,7 @@ def test_cvmjob_state_bucket_and_cvmjob_region_say_where_a_job_of_another_machin
     record = remote_record(dataclasses.replace(target, region="ap-shanghai"))
     shanghai = TencentSdk(sdk.credential, "ap-shanghai", cloud.endpoint, cloud.appid)
     jobdoc.publish(ObjectStore(shanghai, f"shared-{cloud.appid}"), record, [], [])
-    assert not_found(store, REMOTE).startswith(f"no job {REMOTE!r} in this store, nor in the state bucket "
-                                               f"cvmjob-{cloud.appid} (ap-guangzhou)")
+    assert not_found(store, REMOTE).startswith(f"no job {REMOTE!r} in this store, nor in the state buckets (none")
     monkeypatch.setenv("CVMJOB_STATE_BUCKET", f"shared-{cloud.appid}")
     monkeypatch.setenv("CVMJOB_REGION", "ap-shanghai")
     assert api.find_job(store, REMOTE) == record
@@ -129,24 +137,24 @@ def test_cvmjob_state_bucket_and_cvmjob_region_say_where_a_job_of_another_machin
 def test_a_full_id_found_nowhere_says_where_it_was_looked_for_and_how(store: Store, sdk: TencentSdk,
                                                                        cloud: EmulatorProcess) -> None:
     add(store, "job-00000001")
+    ObjectStore(sdk, f"cvmjob-ap-guangzhou-{cloud.appid}").create_bucket()  # the bucket there, the job not
     assert not_found(store, REMOTE) == (
-        f"no job {REMOTE!r} in this store, nor in the state bucket cvmjob-{cloud.appid} (ap-guangzhou): "
-        "`cvmjob ls` lists this store's jobs; a job of another machine is found in the state bucket of "
-        "CVMJOB_REGION (default ap-guangzhou) and CVMJOB_STATE_BUCKET (default cvmjob-<APPID>), with this "
-        "machine's keys")
-    ObjectStore(sdk, f"cvmjob-{cloud.appid}").create_bucket()  # the bucket there, the job not
-    assert not_found(store, REMOTE).startswith(f"no job {REMOTE!r} in this store, nor in the state bucket")
+        f"no job {REMOTE!r} in this store, nor in the state buckets cvmjob-ap-guangzhou-{cloud.appid} "
+        "(ap-guangzhou): `cvmjob ls` lists this store's jobs; a job of another machine is found in each region's "
+        "default state bucket (cvmjob-<region>-<APPID>), or in CVMJOB_STATE_BUCKET of CVMJOB_REGION when set, "
+        "with this machine's keys")
 
 
 def test_a_job_json_this_release_cannot_read_is_said_so(store: Store, sdk: TencentSdk, target: Target,
                                                         cloud: EmulatorProcess) -> None:
-    state = ObjectStore(sdk, f"cvmjob-{cloud.appid}")
+    state = ObjectStore(sdk, f"cvmjob-ap-guangzhou-{cloud.appid}")
     state.create_bucket()
     doc = jobdoc.document(remote_record(target), [], []).model_dump(mode="json")
     doc["job"]["shiny"] = True  # a field of a newer release
     state.put_json(JobLayout(REMOTE).job_doc, doc)
     assert not_found(store, REMOTE) == (
-        f"{REMOTE}: its job.json in cvmjob-{cloud.appid} cannot be read: job.json: unknown JobRecord field(s) "
+        f"{REMOTE}: its job.json in cvmjob-ap-guangzhou-{cloud.appid} cannot be read: job.json: unknown JobRecord "
+        "field(s) "
         "shiny (a newer cvmjob wrote it)")
 
 
@@ -154,7 +162,7 @@ def test_this_stores_job_is_not_looked_for_elsewhere(store: Store, sdk: TencentS
                                                      cloud: EmulatorProcess) -> None:
     """The store's record wins over a document of the same id (it is the store's own job, published)."""
     mine = add(store, REMOTE, "mine")
-    jobdoc.publish(ObjectStore(sdk, f"cvmjob-{cloud.appid}"), remote_record(target), [], [])
+    jobdoc.publish(ObjectStore(sdk, f"cvmjob-ap-guangzhou-{cloud.appid}"), remote_record(target), [], [])
     assert api.find_job(store, REMOTE) == mine
     nodes, events = api.job_history(store, mine)
     assert nodes == [] and [(e.kind, e.to_state, e.detail) for e in events] == [
@@ -166,12 +174,12 @@ def test_the_history_of_a_job_no_one_has_is_empty(store: Store, target: Target) 
 
 
 # -- the state bucket's name -----------------------------------------------------------------------------------
-def test_the_state_bucket_is_the_specs_storage_bucket_else_the_accounts_default(
+def test_the_state_bucket_is_the_specs_storage_bucket_else_the_regions_default(
         monkeypatch: pytest.MonkeyPatch) -> None:
     target = Target("tencent", "ap-guangzhou", "1300000001")
-    assert api.state_bucket(spec(), target) == "cvmjob-1300000001"
+    assert api.state_bucket(spec(), target) == "cvmjob-ap-guangzhou-1300000001"
     assert api.state_bucket(spec(storage={"bucket": "mine-1300000001"}), target) == "mine-1300000001"
-    assert api.state_bucket(None, target) == "cvmjob-1300000001"
-    assert api.default_state_bucket(target) == "cvmjob-1300000001"
+    assert api.state_bucket(None, Target("tencent", "ap-shanghai", "1300000001")) == "cvmjob-ap-shanghai-1300000001"
+    assert api.default_state_bucket(target) == "cvmjob-ap-guangzhou-1300000001"
     monkeypatch.setenv("CVMJOB_STATE_BUCKET", "shared-1300000001")
     assert api.default_state_bucket(target) == "shared-1300000001"

@@ -25,7 +25,8 @@ LAYOUT = JobLayout(JOB)
 @pytest.fixture
 def job(store: Store, target: Target) -> JobRecord:
     """This store's job, PENDING, whose state bucket is there."""
-    store.create_job(new_job(JOB, job_plan=plan(state_bucket=f"cvmjob-{target.appid}"), target=target), now=1.0)
+    store.create_job(new_job(JOB, job_plan=plan(state_bucket=f"cvmjob-ap-guangzhou-{target.appid}"), target=target),
+                     now=1.0)
     found = store.get(JOB)
     assert found is not None
     return found

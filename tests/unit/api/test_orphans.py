@@ -53,7 +53,8 @@ def document(sdk: TencentSdk, bucket: str, record: JobRecord) -> None:
 def test_this_stores_jobs_are_judged_by_their_state_alone(store: Store, sdk: TencentSdk, target: Target,
                                                           cloud: EmulatorProcess) -> None:
     for job_id in ("job-000000a1", "job-000000a2"):
-        store.create_job(new_job(job_id, job_plan=plan(state_bucket=f"cvmjob-{cloud.appid}"), target=target), 1.0)
+        store.create_job(new_job(job_id, job_plan=plan(state_bucket=f"cvmjob-ap-guangzhou-{cloud.appid}"),
+                                 target=target), 1.0)
     token = store.acquire("job-000000a2", "test", ttl=60.0, now=2.0)
     store.transition("job-000000a2", token, JobState.PENDING, JobState.CANCELLED, "cancelled", now=3.0)
     active, cancelled = launch(sdk, "job-000000a1"), launch(sdk, "job-000000a2", tagged_by="you@elsewhere")
@@ -64,7 +65,7 @@ def test_this_stores_jobs_are_judged_by_their_state_alone(store: Store, sdk: Ten
 def test_a_document_this_release_cannot_read_keeps_the_jobs_resources_and_none_at_all_does_not(
         store: Store, sdk: TencentSdk, target: Target, cloud: EmulatorProcess) -> None:
     unread, absent, theirs = "job-000000b1", "job-000000b2", "job-000000b3"
-    state = ObjectStore(sdk, f"cvmjob-{cloud.appid}")
+    state = ObjectStore(sdk, f"cvmjob-ap-guangzhou-{cloud.appid}")
     state.create_bucket()
     doc = jobdoc.document(job_record(unread, state=JobState.CANCELLED, target=target), [], []).model_dump(mode="json")
     doc["job"]["shiny"] = True  # a newer release's field: this one cannot tell the job's state
@@ -92,9 +93,9 @@ def test_a_succeeded_jobs_image_is_its_product_and_failed_ones_are_garbage(
     failed_capture = capture(succeeded)  # a second capture of the succeeded job, CREATEFAILED
     assert images.describe(sdk, [failed_capture])[failed_capture].state.failed
     record = job_record(succeeded, state=JobState.SUCCEEDED, target=target, image_id=product)
-    document(sdk, f"cvmjob-{cloud.appid}", record)
-    document(sdk, f"cvmjob-{cloud.appid}", dataclasses.replace(record, job_id=failed, state=JobState.FAILED_ERROR,
-                                                                image_id=None))
+    document(sdk, f"cvmjob-ap-guangzhou-{cloud.appid}", record)
+    document(sdk, f"cvmjob-ap-guangzhou-{cloud.appid}",
+             dataclasses.replace(record, job_id=failed, state=JobState.FAILED_ERROR, image_id=None))
     orphans = found(store, sdk, cloud)
     assert sorted(i.image_id for i in orphans.images) == sorted([of_failed, failed_capture])
     assert orphans.instances == []

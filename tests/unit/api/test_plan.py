@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import api
+from orchestrator.errors import CvmjobError
 from orchestrator.plan.planner import PlanError
 from orchestrator.providers.tencent import TencentSdk, images
 from orchestrator.providers.tencent.storage import ObjectStore
@@ -67,7 +68,7 @@ def test_permanent_keys_plan_a_job_with_sts_credentials(cloud: EmulatorProcess) 
     report = api.plan(QUICKSTART, ["data=[]"])
     assert report.settings.short_lived_keys is True and report.plan.candidates
     assert report.notes[0].startswith("network: created the cvmjob security group")  # a new account's first plan
-    assert report.notes[1] == f"the state bucket cvmjob-{cloud.appid} will be created"
+    assert report.notes[1] == f"the state bucket cvmjob-ap-guangzhou-{cloud.appid} will be created"
     assert report.notes[2].startswith("network: no public IP, so pip (the bootstrap's, setup's and the training's) "
                                       "installs from Tencent's in-VPC mirror http://mirrors.tencentyun.com/pypi/simple")
     assert report.notes[3].startswith("image: Ubuntu Server 22.04 LTS 64bit has no GPU driver: the NVIDIA driver "
@@ -129,7 +130,7 @@ outputs: {{upload_to: cos://out-{appid}/runs/}}
         ObjectStore(sdk, f"{bucket}-{appid}").create_bucket()
     ObjectStore(sdk, f"gone-{appid}").put_bytes("x/a", b"a")
     ObjectStore(sdk, f"data-{appid}").put_bytes("empty/a", b"a")
-    assert api.plan(spec, []).plan.state_bucket == f"cvmjob-{appid}"
+    assert api.plan(spec, []).plan.state_bucket == f"cvmjob-ap-guangzhou-{appid}"
 
 
 def test_the_state_bucket_is_said_to_be_created_only_while_it_is_missing(cloud: EmulatorProcess, sdk: TencentSdk,
@@ -138,3 +139,41 @@ def test_the_state_bucket_is_said_to_be_created_only_while_it_is_missing(cloud: 
     assert f"the state bucket state-{sdk.appid} will be created" in api.plan(spec).notes
     ObjectStore(sdk, f"state-{sdk.appid}").create_bucket()
     assert not [n for n in api.plan(spec).notes if "state bucket" in n]
+
+
+# -- buckets of another region -----------------------------------------------------------------------------------
+def test_every_bucket_the_instances_use_must_be_in_the_jobs_region(cloud: EmulatorProcess, sdk: TencentSdk,
+                                                                   tmp_path: Path) -> None:
+    """Tencent serves COS across regions on the public network only: an instance without a public IP cannot reach
+    such a bucket, so the plan refuses each one, naming its field and region."""
+    ObjectStore(sdk, f"gz-{cloud.appid}").create_bucket()  # sdk's region: ap-guangzhou
+    spec = small(tmp_path, f"storage: {{bucket: gz-{cloud.appid}}}\n").read_text().replace("ap-guangzhou",
+                                                                                          "ap-shanghai")
+    (tmp_path / "job.yaml").write_text(spec)
+    head = (f"bucket gz-{cloud.appid} is in ap-guangzhou and the job runs in ap-shanghai: Tencent serves COS across "
+            "regions on the public network only, which the instances do not reach without a public IP (and which "
+            "bills the traffic).")
+    assert refused(tmp_path / "job.yaml", [f"checkpoints.upload_to=cos://gz-{cloud.appid}/ckpt/"], cloud) == [
+        f"checkpoints.upload_to: {head} use a bucket in ap-shanghai (copy the data there), run the job in "
+        "ap-guangzhou, or set network.allow_cross_region with network.public_ip",
+        f"storage.bucket: {head} the agents and the controller keep the job's state there: name a bucket of the "
+        "job's region, or leave storage.bucket unset"]
+
+
+def test_allow_cross_region_lets_data_elsewhere_be_read_over_a_public_ip_and_says_so(
+        cloud: EmulatorProcess, sdk: TencentSdk, tmp_path: Path) -> None:
+    data = ObjectStore(sdk, f"gz-{cloud.appid}")  # sdk's region: ap-guangzhou
+    data.create_bucket()
+    data.put_bytes("set/a.bin", b"x")
+    spec = small(tmp_path, f"data: [{{source: 'cos://gz-{cloud.appid}/set/', target: set}}]\n").read_text()
+    (tmp_path / "job.yaml").write_text(spec.replace("ap-guangzhou", "ap-shanghai"))
+    allowed = ["network.allow_cross_region=true", "network.public_ip.bandwidth_mbps=10"]
+    report = api.plan(tmp_path / "job.yaml", allowed)
+    assert report.plan.bucket_regions == {f"gz-{cloud.appid}": "ap-guangzhou"}
+    assert f"data.0.source: bucket gz-{cloud.appid} is in ap-guangzhou: reached over the public network " \
+           "(network.allow_cross_region), slower than COS of the job's region and billed as traffic" in report.notes
+    with pytest.raises(CvmjobError, match="allow_cross_region: COS of another region is reached over the public "
+                                          "network only: set public_ip too"):
+        api.plan(tmp_path / "job.yaml", allowed[:1])
+    with pytest.raises(PlanError, match=r"storage.bucket: bucket .* is in ap-guangzhou"):  # never the state bucket
+        api.plan(tmp_path / "job.yaml", [*allowed, f"storage.bucket=gz-{cloud.appid}"])

@@ -47,7 +47,7 @@ def wanting(resume_from: str, region: str = REGION) -> JobSpec:
 def add(store: Store, target: Target, job_id: str, name: str = "base", at: float = 1.0,
         **spec_fields: object) -> JobRecord:
     """A job of ``target``'s region whose state bucket is the account's default."""
-    job_plan = plan(region=target.region, state_bucket=f"cvmjob-{target.appid}")
+    job_plan = plan(region=target.region, state_bucket=f"cvmjob-ap-guangzhou-{target.appid}")
     store.create_job(new_job(job_id, name, job_spec=spec(name, region=target.region, **spec_fields),
                              job_plan=job_plan, target=target), now=at)
     found = store.get(job_id)
@@ -111,9 +111,9 @@ def test_a_manifest_of_an_earlier_release_counts(store: Store, sdk: TencentSdk, 
 def test_a_job_id_without_a_complete_checkpoint_is_a_plan_error(store: Store, sdk: TencentSdk,
                                                                 target: Target) -> None:
     base = add(store, target, "job-000000a1")  # nothing written
-    no_checkpoint = [f"{WHAT}: job-000000a1 has no complete checkpoint (cos://cvmjob-{target.appid}/"
+    no_checkpoint = [f"{WHAT}: job-000000a1 has no complete checkpoint (cos://cvmjob-ap-guangzhou-{target.appid}/"
                      "cvmjob/job-000000a1/checkpoints/). name a job that wrote one, or use latest-of:<job name>"]
-    ObjectStore(sdk, f"cvmjob-{target.appid}").create_bucket()
+    ObjectStore(sdk, f"cvmjob-ap-guangzhou-{target.appid}").create_bucket()
     assert refusal(store, sdk, "job-000000a1") == no_checkpoint
     write_manifest(sdk, base, [])  # a manifest, empty
     assert refusal(store, sdk, "job-000000a1") == no_checkpoint
@@ -134,7 +134,7 @@ def test_a_job_id_this_store_lacks_or_shares_is_a_plan_error(store: Store, sdk: 
     assert refusal(store, sdk, "job-000000a") == [
         f"{WHAT}: 'job-000000a' matches several jobs (job-000000a2, job-000000a1); give more of the id"]
     assert refusal(store, sdk, "job-000000b1") == [  # a full id: looked for in the state bucket too
-        f"{WHAT}: no job 'job-000000b1' in this store, nor in the state bucket cvmjob-{cloud.appid} (ap-guangzhou): "
+        f"{WHAT}: no job 'job-000000b1' in this store, nor in the state buckets (none: no region has one): "
         f"`cvmjob ls` lists this store's jobs; {api.REMOTE_HOW}"]
 
 
@@ -183,7 +183,7 @@ def test_latest_of_a_name_with_no_checkpoint_in_the_region_starts_fresh_and_says
     fresh = (None, [f"{WHAT}: no job named base in ap-guangzhou has a complete checkpoint: the job starts fresh"])
     assert api._resume_source(wanting("latest-of:base"), sdk, store) == fresh  # no job of that name at all
     write_manifest(sdk, add(store, dataclasses.replace(target, region="ap-shanghai"), "job-000000a1"), [10])
-    ObjectStore(sdk, f"cvmjob-{target.appid}").create_bucket()
+    ObjectStore(sdk, f"cvmjob-ap-guangzhou-{target.appid}").create_bucket()
     add(store, target, "job-000000a2", at=2.0)
     alike = add(store, target, "job-000000a3", name="base-2", at=3.0)  # a name that starts alike is another
     write_manifest(sdk, alike, [10])
@@ -214,7 +214,7 @@ def test_latest_of_a_name_that_is_another_jobs_id_takes_the_jobs_of_that_name(st
 def test_a_job_whose_checkpoints_bucket_is_gone_has_no_checkpoint(store: Store, sdk: TencentSdk, target: Target,
                                                                   resume_from: str) -> None:
     """Its state bucket is there (its job.json is); ``checkpoints.upload_to``'s bucket was deleted since."""
-    ObjectStore(sdk, f"cvmjob-{target.appid}").create_bucket()
+    ObjectStore(sdk, f"cvmjob-ap-guangzhou-{target.appid}").create_bucket()
     add(store, target, "job-000000a1", at=1.0, checkpoints={"upload_to": f"cos://gone-{target.appid}/runs/"})
     if resume_from.startswith(LATEST_OF):
         assert api._resume_source(wanting(resume_from), sdk, store) == (
@@ -238,7 +238,8 @@ def test_plan_records_the_resolved_source_and_says_it(store: Store, sdk: Tencent
 def test_plan_refuses_a_job_id_without_a_checkpoint_before_anything_is_bought(
         store: Store, sdk: TencentSdk, target: Target, cloud: EmulatorProcess) -> None:
     add(store, target, "job-000000a1", name="quickstart")
-    ObjectStore(sdk, f"cvmjob-{target.appid}").create_bucket()  # its job.json's: there since its submission
+    # its job.json's: there since its submission
+    ObjectStore(sdk, f"cvmjob-ap-guangzhou-{target.appid}").create_bucket()
     with pytest.raises(PlanError, match=rf"^{WHAT}: job-000000a1 has no complete checkpoint "):
         api.plan(QUICKSTART, ["data=[]", "checkpoints.resume_from=job-000000a1"], store=store)
     assert cloud.admin.calls(action="RunInstances") == []  # not even the plan's DryRun

@@ -65,7 +65,8 @@ def test_the_record_is_the_plan_typed_pending_and_labelled(report: api.PlanRepor
 def test_the_job_json_is_published_in_the_plans_state_bucket(report: api.PlanReport, store: Store, sdk: TencentSdk,
                                                             cloud: EmulatorProcess) -> None:
     state = ObjectStore(sdk, report.plan.state_bucket)
-    assert report.plan.state_bucket == f"cvmjob-{cloud.appid}" and not state.bucket_exists()  # made by submit
+    # made by submit
+    assert report.plan.state_bucket == f"cvmjob-ap-guangzhou-{cloud.appid}" and not state.bucket_exists()
     job_id = api.submit(report, store, now=lambda: SUBMITTED)
     assert jobdoc.fetch(state, job_id) == (store.get(job_id), [], store.events(job_id))
 

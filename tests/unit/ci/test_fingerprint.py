@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from qcloud_cos import CosS3Client
 
 from orchestrator.ci import fingerprint
@@ -36,7 +37,7 @@ def job_folder(tmp_path: Path) -> Path:
 def taken(emulator: EmulatorProcess, folder: Path, *overrides: str) -> Fingerprint:
     """The fingerprint of the job in ``folder`` reading cos://DATA/set/."""
     spec = load_spec(folder / "job.yaml", [f"data.0.source=cos://{DATA}/set/", *overrides])
-    return fingerprint.take(spec, IMAGE, folder, sdk_for(emulator))
+    return fingerprint.take(spec, IMAGE, folder, sdk_for(emulator), {})
 
 
 def put(cos: CosS3Client, key: str, body: bytes) -> None:
@@ -71,8 +72,23 @@ def test_each_input_changes_the_fingerprint_and_nothing_else_does(emulator: Emul
     field = taken(emulator, folder, "train.command=python train.py --steps 61")
     assert field.spec_sha256 != edited.spec_sha256 and field.workdir_sha256 == edited.workdir_sha256
     other_image = fingerprint.take(load_spec(folder / "job.yaml", [f"data.0.source=cos://{DATA}/set/"]),
-                                   "img-other", folder, sdk_for(emulator))
+                                   "img-other", folder, sdk_for(emulator), {})
     assert len({fingerprint.digest(f) for f in (first, changed, edited, field, other_image)}) == 5
+
+
+def test_the_secrets_names_are_an_input_and_their_values_are_not(emulator: EmulatorProcess, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    cos = make_cos(emulator)
+    cos.create_bucket(Bucket=DATA)
+    put(cos, "set/a.bin", b"a")
+    folder = job_folder(tmp_path)
+    plain = taken(emulator, folder)
+    monkeypatch.setenv("WANDB_API_KEY", "first-value")
+    named = taken(emulator, folder, "secrets=[WANDB_API_KEY]")
+    monkeypatch.setenv("WANDB_API_KEY", "second-value")
+    assert fingerprint.digest(named) != fingerprint.digest(plain)  # a job that gets a token is another job
+    assert fingerprint.digest(taken(emulator, folder, "secrets=[WANDB_API_KEY]")) == fingerprint.digest(named)
+    assert "first-value" not in named.model_dump_json()
 
 
 def test_the_index_answers_for_the_fingerprint_it_holds(emulator: EmulatorProcess, tmp_path: Path) -> None:
@@ -81,7 +97,7 @@ def test_the_index_answers_for_the_fingerprint_it_holds(emulator: EmulatorProces
     put(cos, "set/a.bin", b"a")
     folder = job_folder(tmp_path)
     first = taken(emulator, folder)
-    state = ObjectStore(sdk_for(emulator), f"cvmjob-{emulator.appid}")
+    state = ObjectStore(sdk_for(emulator), f"cvmjob-ap-guangzhou-{emulator.appid}")
     assert fingerprint.lookup(state, first) is None  # no state bucket yet
     state.create_bucket()
     entry = FingerprintEntry(job_id="job-1", name="quickstart", finished_at=1.0, fingerprint=first,

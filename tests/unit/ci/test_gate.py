@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.ci.gate import EXIT_GATE_FAILED, Comparison, Gate, GateError, check, parse_gate
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR
+from orchestrator.ci.gate import Comparison, Gate, GateError, check, parse_gate
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_CLOUD_ERROR, EXIT_GATE_FAILED
 from orchestrator.state.machine import EXIT_CODES
 
 

@@ -331,7 +331,7 @@ def test_a_peer_failing_because_another_node_went_away_is_a_loss_not_a_failure()
     failed = result(Outcome.TRAINING_FAILED, "connection reset by peer")
     going = instance("TERMINATING", "ins-00000002")
     actions = run(job(S.RUNNING), two_seen(going, first_result=failed), two_nodes())
-    assert actions[-1] == Move(S.RECOVERING, "the instance is TERMINATING (reclaimed?)")
+    assert actions[-1] == Move(S.RECOVERING, "the instance is terminating (reclaimed?)")
 
 
 def test_an_elastic_job_goes_on_without_a_lost_node() -> None:

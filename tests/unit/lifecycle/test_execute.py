@@ -215,7 +215,7 @@ def test_a_success_is_recorded_and_its_inputs_indexed_unless_its_data_changed(ru
     cos.put_bytes("set/a.bin", b"a")
     spec = load_spec(REPO / "jobs" / "quickstart" / "job.yaml", [f"instance.type={SMALL}",
                                                                   f"data.0.source=cos://{data}/set/"])
-    taken = fingerprint.take(spec, IMAGE, REPO / "jobs" / "quickstart", run.sdk)
+    taken = fingerprint.take(spec, IMAGE, REPO / "jobs" / "quickstart", run.sdk, {})
     ex = run.executor
     for job_id in ("job-fp000001", "job-fp000002"):
         run.store.create_job(NewJob(job_id=job_id, name=spec.name, spec=spec, plan=ex.plan, target=ex.target,

@@ -1,18 +1,25 @@
 from __future__ import annotations
 
+import dataclasses
+
 from orchestrator.lifecycle.recovery import (
     CAPACITY,
     PREEMPTED,
+    QUOTA,
+    QUOTA_REASON,
     AttemptSummary,
     Backoff,
     GiveUp,
     Relaunch,
     next_placement,
+    summarize,
 )
 from orchestrator.plan.models import Placement
 from orchestrator.plan.settings import Backoff as BackoffRule
 from orchestrator.plan.settings import RecoveryRules
-from orchestrator.state.machine import JobState
+from orchestrator.providers.tencent.vocabulary import ChargeType
+from orchestrator.state.machine import JobState, NodeState
+from orchestrator.state.store import NodeRecord
 
 SPOT_A = Placement(zone="z-3", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=1.7)
 SPOT_B = Placement(zone="z-4", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=1.7)
@@ -131,3 +138,23 @@ def test_jitter_is_deterministic_per_job() -> None:
     first = next_placement(history, CANDIDATES, rules, 100, "job-a")
     assert first == next_placement(history, CANDIDATES, rules, 100, "job-a")
     assert isinstance(first, Backoff)
+
+
+def test_a_quota_refusal_is_not_retried_and_rules_out_its_zone_for_that_way_of_paying() -> None:
+    other_type = Placement(zone="z-3", instance_type="GN7.5XLARGE80", charge_type="SPOTPAID", price_per_hour=2.7)
+    candidates = [SPOT_A, other_type, SPOT_B, OD_A]
+    history = [attempt(1, SPOT_A, QUOTA, 100)]
+    moved = next_placement(history, candidates, RULES, 100.5, "job")  # no backoff, no retry in z-3 for spot
+    assert isinstance(moved, Relaunch) and moved.placement == SPOT_B
+    history.append(attempt(2, SPOT_B, QUOTA, 101))
+    fallback = next_placement(history, candidates, RULES, 101.5, "job")
+    assert isinstance(fallback, Relaunch) and fallback.placement == OD_A  # on demand has a quota of its own
+
+
+def test_a_node_the_quota_refused_summarizes_as_a_quota_attempt() -> None:
+    node = NodeRecord(job_id="job-1", attempt=1, node=0, client_token="t", zone="z-3", instance_type="GN7.2XLARGE32",
+                      charge_type=ChargeType.SPOT, price_per_hour=1.7, instance_id=None, state=NodeState.FAILED,
+                      ended_at=5.0,
+                      end_reason=f"{QUOTA_REASON}LimitExceeded.SpotQuota: 50 vCPU")
+    stock = dataclasses.replace(node, attempt=2, end_reason="ResourceInsufficient: x")
+    assert [s.kind for s in summarize([node, stock])] == [QUOTA, CAPACITY]

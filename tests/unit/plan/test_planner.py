@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.plan.models import Plan
 from orchestrator.plan.planner import Facts, PlanError, PublicImage, make_plan
-from orchestrator.providers.tencent.compute import Offering
+from orchestrator.providers.tencent.compute import HpcCluster, Offering, ZoneQuota
 from orchestrator.spec import JobSpec
 from orchestrator.spec.compute import GpuDriver
 
@@ -307,3 +307,62 @@ def test_placements_to_avoid_are_rejected_with_their_reason_and_the_next_one_lea
     with pytest.raises(PlanError, match=r"brakes\.per_placement_failures"):
         make_plan(spec(), facts(), avoid={("ap-guangzhou-3", "GN7.2XLARGE32"): why,
                                           ("ap-guangzhou-4", "GN7.2XLARGE32"): why})
+
+
+# -- what the account allows: its spot quota, HPC clusters -------------------------------------------------------
+def test_spot_placements_the_quota_cannot_hold_are_dropped_in_one_line() -> None:
+    quotas = {"ap-guangzhou-3": ZoneQuota("ap-guangzhou-3", 50, 44, 6),
+              "ap-guangzhou-4": ZoneQuota("ap-guangzhou-4", 50, 0, 50)}
+    plan = make_plan(spec(billing={"mode": "spot"}, train={"command": "python train.py", "nnodes": 2}),
+                     dataclasses.replace(facts(), spot_quotas=quotas))
+    assert [(p.zone, p.charge_type) for p in plan.candidates] == [
+        ("ap-guangzhou-4", "SPOTPAID"), ("ap-guangzhou-3", "POSTPAID_BY_HOUR"), ("ap-guangzhou-4", "POSTPAID_BY_HOUR")]
+    [dropped] = [r for r in plan.rejected if r.charge_type == "SPOTPAID"]
+    assert (dropped.zone, dropped.reason) == ("ap-guangzhou-3", (
+        "the spot quota of ap-guangzhou-3 is 50 vCPU (6 free) and GN7.2XLARGE32 needs 8 × 2 nodes: ask Tencent for "
+        "more spot quota by ticket, or use on-demand"))
+    assert [w for w in plan.warnings if w.startswith("spot quota")] == [
+        "spot quota: dropped GN7.2XLARGE32 in ap-guangzhou-3: the account's spot vCPUs in those zones cannot hold "
+        "the job's nodes. ask Tencent for more spot quota by ticket, or use on-demand"]
+    on_demand = make_plan(spec(), dataclasses.replace(facts(), spot_quotas=quotas))
+    assert not on_demand.rejected  # the spot quota binds spot alone
+
+
+def test_a_spot_plan_the_quota_rules_out_everywhere_is_refused_naming_the_quota() -> None:
+    full = {z: ZoneQuota(z, 50, 50, 0) for z in ZONES}
+    with pytest.raises(PlanError) as refused:
+        make_plan(spec(billing={"mode": "spot"}), dataclasses.replace(facts(), spot_quotas=full))
+    assert "the spot quota of ap-guangzhou-3 is 50 vCPU (0 free)" in str(refused.value)
+
+
+def eight_a100s(zone: str, instance_type: str, cpu: int, price: float) -> Offering:
+    return Offering(zone=zone, instance_type=instance_type, charge_type="POSTPAID_BY_HOUR",
+                    family=instance_type.split(".", maxsplit=1)[0], cpu=cpu, memory_gib=1024, gpu_count=8.0,
+                    on_sale=True, stock="EnoughStock", unit_price=price)
+
+
+def hcc_facts(cluster: HpcCluster | None = None) -> Facts:
+    rows = [*facts().offerings, *(eight_a100s(z, "HCCPNV4h.48XLARGE1024", 192, 298.0) for z in ZONES),
+            *(eight_a100s(z, "GT4.41XLARGE948", 164, 276.0) for z in ZONES)]
+    return dataclasses.replace(facts(), offerings=rows, hpc_cluster=cluster)
+
+
+def test_an_hcc_type_without_an_hpc_cluster_is_never_planned() -> None:
+    need = {"need": {"gpu": "A100", "count": 8}}
+    plan = make_plan(spec(instance=need), hcc_facts())
+    assert {p.instance_type for p in plan.candidates} == {"GT4.41XLARGE948"}
+    assert {r.reason for r in plan.rejected if r.instance_type.startswith("HCC")} == {
+        "an HCC type is sold only into an HPC cluster: set network.hpc_cluster_id (one of this zone, made with "
+        "CreateHpcCluster or in the console)"}
+    with pytest.raises(PlanError, match="sold only into an HPC cluster"):
+        make_plan(spec(instance={"type": "HCCPNV4h.48XLARGE1024"}), hcc_facts())
+
+
+def test_an_hcc_type_goes_into_the_hpc_cluster_of_its_zone_and_only_it_names_the_cluster() -> None:
+    cluster = HpcCluster("hpc-n1i6ehfo", "ap-guangzhou-4", "cvmjob", 50)
+    plan = make_plan(spec(instance={"type": "HCCPNV4h.48XLARGE1024", "alternatives": ["GT4.41XLARGE948"]},
+                          network={"hpc_cluster_id": "hpc-n1i6ehfo"}), hcc_facts(cluster))
+    assert [(p.instance_type, p.zone) for p in plan.candidates] == [
+        ("HCCPNV4h.48XLARGE1024", "ap-guangzhou-4"), ("GT4.41XLARGE948", "ap-guangzhou-3"),
+        ("GT4.41XLARGE948", "ap-guangzhou-4")]
+    assert plan.network is None  # facts without a network: the launch's HpcClusterId is checked in staging

@@ -46,7 +46,7 @@ def test_override_replaces_a_null_section(write_spec: Callable[[str], Path]) -> 
 
 def test_misspelt_override_path_is_a_field_error(write_spec: Callable[[str], Path]) -> None:
     (line,) = error_lines(write_spec(FULL_SPEC), ["train.nnode=2"])
-    assert line.endswith("job.yaml: train.nnode: unknown field. did you mean 'nnodes'?")
+    assert line == "--set train.nnode=2: train.nnode: unknown field. did you mean 'nnodes'?"
 
 
 @pytest.mark.parametrize(("override", "expected"), [

@@ -6,7 +6,7 @@ import base64
 
 from orchestrator.contract import Location, ResumeSource, TemporaryKeys
 from orchestrator.plan.models import Placement
-from orchestrator.providers.tencent.sts import Grant
+from orchestrator.providers.tencent.sts import Grant, cos_policy
 from orchestrator.providers.tencent.vocabulary import ChargeType
 from orchestrator.staging.agent_config import agent_configs, federation_name, grants, locations
 from orchestrator.staging.bootstrap import pip_index, user_data
@@ -85,3 +85,16 @@ def test_the_agents_of_a_launch_on_whole_gpus_wait_for_the_driver_the_plan_insta
     assert on_cpu.gpu_driver is None
     [no_driver] = agent_configs("job-1", spec(), plan(candidates=[candidates[0]]), TARGET, 1, gpus, None, None)
     assert no_driver.gpu_driver is None
+
+
+def test_a_bucket_of_another_region_is_granted_and_reached_in_its_region() -> None:
+    far = plan(state_bucket=STATE, bucket_regions={"datasets-1250000000": "ap-beijing"})
+    granted = grants("job-1", spec(data=DATA), far)
+    assert [g.region for g in granted if g.bucket == "datasets-1250000000"] == ["ap-beijing"]
+    assert {g.region for g in granted if g.bucket == STATE} == {None}  # the keys' own region
+    policy = cos_policy("ap-guangzhou", "1250000000", granted)
+    resources = {r for st in policy["statement"] for r in st["resource"]}  # type: ignore[attr-defined]
+    assert "qcs::cos:ap-beijing:uid/1250000000:datasets-1250000000/mnist/*" in resources
+    assert f"qcs::cos:ap-guangzhou:uid/1250000000:{STATE}/cvmjob/job-1/*" in resources
+    [config] = agent_configs("job-1", spec(data=DATA), far, TARGET, 1, PLACEMENT, None, None)
+    assert config.cos.bucket_regions == {"datasets-1250000000": "ap-beijing"}

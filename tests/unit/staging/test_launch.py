@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from orchestrator.contract.tags import TAG_JOB, TAG_NAME, TAG_NODE, TAG_OWNER, owner
-from orchestrator.plan.models import Placement
+from orchestrator.plan.models import Placement, PlannedNetwork
 from orchestrator.providers.tencent import compute
 from orchestrator.providers.tencent.vocabulary import ChargeType
 from orchestrator.staging.launch import client_token, launch_request, node_name, node_tags
@@ -66,3 +66,13 @@ def test_the_client_token_is_one_launch_per_job_attempt_and_node() -> None:
 def test_a_plan_of_a_release_that_named_no_network_launches_into_the_clouds_defaults_as_it_did() -> None:
     params = launch_request(spec(), SPOT, "img-1", client_token="t", name="n", tags={}).params()
     assert not {"VirtualPrivateCloud", "SecurityGroupIds", "InternetAccessible"} & set(params)
+
+
+def test_only_an_hcc_type_is_bought_into_the_plans_hpc_cluster() -> None:
+    network = PlannedNetwork(vpc_id="vpc-2ari9m7h", subnets={"ap-guangzhou-3": "subnet-ht9h8jdo"},
+                             hpc_cluster_id="hpc-n1i6ehfo")
+    hcc = Placement(zone="ap-guangzhou-3", instance_type="HCCPNV4h.48XLARGE1024", charge_type=ChargeType.ON_DEMAND)
+    params = launch_request(spec(), hcc, "img-1", client_token="t", name="n", tags={}, network=network).params()
+    assert params["HpcClusterId"] == "hpc-n1i6ehfo"
+    other = launch_request(spec(), SPOT, "img-1", client_token="t", name="n", tags={}, network=network).params()
+    assert "HpcClusterId" not in other  # the cloud refuses it for any type but HCC

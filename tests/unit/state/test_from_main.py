@@ -74,8 +74,8 @@ def store(db: Path) -> Iterator[Store]:
 
 
 # Fields the documents gained since 9215efb, as an old document reads: each its default, nothing else differs.
-ADDED = {"spec": {"network": NetworkSpec().model_dump(mode="json")},
-         "plan": {"network": None, "gpu_driver": None}}
+ADDED = {"spec": {"network": NetworkSpec().model_dump(mode="json"), "secrets": []},
+         "plan": {"network": None, "gpu_driver": None, "bucket_regions": {}}}
 
 
 def as_read_now(old_job: dict[str, Any]) -> dict[str, Any]:

@@ -53,7 +53,8 @@ def run_instances(cvm: Cvm, ctx: CallContext, params: Params) -> dict[str, Any]:
     replayed = cvm.replay(client_token) if client_token else None
     if replayed is not None:
         return {"InstanceIdSet": replayed}
-    spec = parse_launch(params, region, cvm.clock.now(), cvm.network, security_groups=cvm.security_groups.ids(region))
+    spec = parse_launch(params, region, cvm.clock.now(), cvm.network, security_groups=cvm.security_groups.ids(region),
+                        hpc_clusters=cvm.hpc.zones(region))
     dry_run = params.bool("DryRun")
     ids = cvm.run_instances(spec, client_token, ctx.request_id, dry_run)
     # DryRun: the docstring says a request that passes the checks "returns the RequestId", and DryRunOperation

@@ -32,7 +32,7 @@ def _type_config_values(config: dict[str, Any], name: str) -> list[str]:
 def inquiry_price_run_instances(cvm: Cvm, ctx: CallContext, params: Params) -> dict[str, Any]:
     region = query.region_of(ctx)
     spec = parse_launch(params, region, cvm.clock.now(), cvm.network, inquiry=True,
-                        security_groups=cvm.security_groups.ids(region))
+                        security_groups=cvm.security_groups.ids(region), hpc_clusters=cvm.hpc.zones(region))
     cvm.check_price(spec)
     traffic = spec.internet["InternetChargeType"] == "TRAFFIC_POSTPAID_BY_HOUR"
     return {

@@ -64,7 +64,7 @@ def test_each_prefix_table_maps_to_its_class(prefixes: tuple[str, ...], kind: ty
 @pytest.mark.parametrize(
     ("code", "kind"),
     [
-        ("LimitExceeded.SpotQuota", errors.CapacityError),  # the capacity table wins over the quota one
+        ("LimitExceeded.SpotQuota", errors.QuotaError),  # a quota: no retry in that zone helps
         ("LimitExceeded.InstanceQuota", errors.QuotaError),
         ("RequestLimitExceeded.UinLimitExceeded", errors.TransientError),
         ("ResourcesSoldOut.SpecifiedInstanceType", errors.CapacityError),

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
+from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState, stock_word
 
 
 @pytest.mark.parametrize("enum", [InstanceState, ImageState])
@@ -60,3 +60,11 @@ def test_what_image_states_mean() -> None:
     assert {s for s in ImageState if s.ready} == {ImageState.NORMAL}
     assert {s for s in ImageState if s.failed} == {ImageState.CREATEFAILED, ImageState.IMPORTFAILED}
     assert not ImageState.UNKNOWN.ready and not ImageState.UNKNOWN.failed
+
+
+def test_people_are_shown_words_not_the_wire_strings() -> None:
+    words = {s: s.word for s in InstanceState}
+    assert words[InstanceState.RUNNING] == "running" and words[InstanceState.SHUTDOWN] == "isolated (recycle bin)"
+    assert all(word != state.value for state, word in words.items())
+    assert [stock_word(s) for s in ("EnoughStock", "NormalStock", "UnderStock", "WithoutStock", "", "NewStock")] == [
+        "plenty", "some", "low", "none", "-", "NewStock"]  # a category this version does not know: as the cloud says
