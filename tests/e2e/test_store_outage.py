@@ -59,7 +59,8 @@ def test_a_controller_waits_out_a_postgresql_outage_and_its_job_succeeds(cli: Cl
         assert len(release(cli.emulator.admin, job_id)) == 1
         job = cli.wait_for(lambda s: JobState(s["state"]).is_terminal(), timeout=300, job=job_id)
         assert job["state"] == "SUCCEEDED", cli.output()[-4000:]
-        assert controller.poll() is None, cli.output()[-4000:]
+        # This controller drove it to the end: its round reports the job done, a moment after the store says so.
+        wait_until("the controller to report the job done", lambda: said(f"{job_id} SUCCEEDED"), 60)
     finally:
         if controller.poll() is None:
             controller.send_signal(signal.SIGTERM)
@@ -68,7 +69,6 @@ def test_a_controller_waits_out_a_postgresql_outage_and_its_job_succeeds(cli: Cl
             except subprocess.TimeoutExpired:
                 controller.kill()
     output = cli.output()
-    assert f"{job_id} SUCCEEDED" in output, output[-4000:]  # this controller drove it to the end
     assert output.count(OUTAGE_SAID) == 1, output[-4000:]
     assert "Traceback" not in output, output[-4000:]
     store = Store(cluster.url)
