@@ -23,12 +23,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchestrator.contract import AgentConfig, JobLayout, Outcome, Phase, Result, TrainingEnv
+from orchestrator.contract import CHECKPOINT_SIGNAL, AgentConfig, JobLayout, Outcome, Phase, Result, TrainingEnv
 from orchestrator.providers.tencent.errors import CloudError
+from orchestrator.spec.container import ContainerSpec
 from orchestrator.spec.models import JobSpec
 
-from . import gpus, nic, nvme, rendezvous
+from . import container, gpus, nic, nvme, rendezvous
 from .cloud import Stores
+from .container import Container, ContainerLaunched
 from .control import ControlWatcher
 from .driver import wait_for_driver
 from .errors import AgentTerminated, AttemptEnded
@@ -96,6 +98,7 @@ class Attempt:
         self._training: Launched | None = None
         self._collectives: dict[str, str] | None = None  # NCCL/Gloo's interface, once found (_socket_env)
         self._secrets: dict[str, str] = {}  # spec.secrets' values, for the training's environment only
+        self._container: Container | None = None  # the job's container, once its image is pulled
 
     # -- the whole run -------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -199,8 +202,18 @@ class Attempt:
                   mirror=self.cfg.pip_index)
         self.stop.check()
 
+        python = [PYTHON]
+        if spec.container is not None:
+            self.board.set_phase(Phase.PULLING, f"pulling {spec.container.image}")
+            self._container = self._pull(spec.container, folders)
+            self._container.make_mounts()
+            self.stop.check()
+            env = self._env(spec, folders, "")
+            python = replace(self._container, name=f"{self._container.name}-preflight").run_args(
+                self._passed(env), self.paths.workdir, [PYTHON], remove=True)
+
         self.board.set_phase(Phase.PREFLIGHT)
-        run_preflight(PYTHON, self._env(spec, folders, ""), self.paths.workdir, [folders.data, folders.checkpoints],
+        run_preflight(python, self._env(spec, folders, ""), self.paths.workdir, [folders.data, folders.checkpoints],
                       spec.train, self.cfg.nnodes)
         self.stop.check()
 
@@ -270,9 +283,17 @@ class Attempt:
         folders.outputs.mkdir(parents=True, exist_ok=True)
         self.paths.progress.unlink(missing_ok=True)
         log.info("training: %s (resume from %s)", line, resume or "nothing")
-        self._training = Launched(["bash", "-c", line], self.paths.workdir,
-                                  self._env(spec, folders, str(resume or ""), self._secrets), self.paths.run_log,
-                                  record=self.paths.training_pid)
+        env = self._env(spec, folders, str(resume or ""), self._training_secrets())
+        if self._container is None:
+            self._training = Launched(["bash", "-c", line], self.paths.workdir, env, self.paths.run_log,
+                                      record=self.paths.training_pid)
+        else:
+            # The agent ignores the checkpoint signal and its children inherit that (trainkit installs its handler):
+            # inside, bash does the same for the training, which is not the agent's child.
+            command = ["bash", "-c", f"trap '' {CHECKPOINT_SIGNAL.name.removeprefix('SIG')}; {line}"]
+            args = self._container.run_args(self._passed(env), self.paths.workdir, command, remove=False)
+            self._training = ContainerLaunched(self._container, args, self.paths.workdir, env, self.paths.run_log,
+                                               record=self.paths.training_pid)
         checkpoints = Periodic("checkpoints", CHECKPOINT_POLL_SECONDS, uploader.tick).start()
         try:
             end = Supervisor(self._training, self.paths.progress, self.board, self.stop, uploader,
@@ -305,6 +326,33 @@ class Attempt:
                 raise AttemptEnded(Outcome.AGENT_ERROR, f"{end.reason}, but uploading the outputs failed: {exc}",
                                    exit_code=end.exit_code) from exc
         return end
+
+    def _pull(self, spec: ContainerSpec, folders: Folders) -> Container:
+        """Log in (container.login's secrets) and pull the job's image; the container to run it in."""
+        runtime = container.ensure_runtime(self.paths.run_log)
+        if spec.login is not None:
+            container.login(runtime, container.registry_of(spec.image), self._secrets[spec.login.username_secret],
+                            self._secrets[spec.login.password_secret])
+        seconds = container.pull(runtime, spec.image, self.paths.run_log, self.stop)
+        size = container.image_size(runtime, spec.image)
+        log.info("pulled %s in %.0f s (%s)", spec.image, seconds,
+                 "size unknown" if size is None else f"{size / 1e6:.0f} MB")
+        return Container(runtime, spec.image, f"cvmjob-{self.cfg.job_id}-{self.cfg.attempt}-{self.cfg.node_rank}",
+                         mounts=(self.paths.workdir, folders.data, self.paths.progress.parent),
+                         shm_size=spec.shm_size, gpus=gpus.visible_gpu_count() > 0,
+                         rdma=Path("/dev/infiniband").exists())
+
+    def _training_secrets(self) -> dict[str, str]:
+        """The job's secrets less the registry's login, which is the agent's alone."""
+        login = self.spec.container.login if self.spec.container is not None else None
+        held = () if login is None else (login.username_secret, login.password_secret)
+        return {name: value for name, value in self._secrets.items() if name not in held}
+
+    @staticmethod
+    def _passed(env: dict[str, str]) -> dict[str, str]:
+        """What a container is given of the training's environment: all but the host's own (its PATH, HOME,
+        the emulator's variables), which would break the image's."""
+        return {name: value for name, value in env.items() if os.environ.get(name) != value}
 
     def _env(self, spec: JobSpec, folders: Folders, resume_from: str,
              secrets: dict[str, str] | None = None) -> dict[str, str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,16 +132,16 @@ def _driver_and_torch() -> str:
     return f"install the NVIDIA driver {driver_text(suggested.min_driver)} or newer, then {_install(suggested.wheels)}"
 
 
-def probe_torch(python: str, env: Mapping[str, str], cwd: Path) -> TorchProbe:
+def probe_torch(python: Sequence[str], env: Mapping[str, str], cwd: Path) -> TorchProbe:
     try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, env=dict(env), cwd=cwd,
+        done = subprocess.run([*python, "-c", _PROBE], capture_output=True, text=True, env=dict(env), cwd=cwd,
                               timeout=300, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        return TorchProbe(python=(), error=f"cannot run {python}: {exc}")
+        return TorchProbe(python=(), error=f"cannot run {python[-1]}: {exc}")
     try:
         info = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
-        return TorchProbe(python=(), error=f"{python} failed: {(done.stderr or done.stdout).strip()[-500:]}")
+        return TorchProbe(python=(), error=f"{python[-1]} failed: {(done.stderr or done.stdout).strip()[-500:]}")
     return TorchProbe(python=tuple(info["python"]), torch=info.get("torch"), cuda=info.get("cuda"),
                       cuda_available=bool(info.get("cuda_available")), device_count=int(info.get("device_count", 0)),
                       error=info.get("error"), cuda_error=info.get("cuda_error"), nccl=info.get("nccl"),
@@ -212,10 +212,11 @@ def _free_bytes(path: Path) -> int:
     return shutil.disk_usage(existing).free
 
 
-def run_preflight(python: str, env: Mapping[str, str], cwd: Path, folders: list[Path], train: TrainSpec,
+def run_preflight(python: Sequence[str], env: Mapping[str, str], cwd: Path, folders: list[Path], train: TrainSpec,
                   nnodes: int) -> TorchProbe | None:
     """Check the node for ``train`` on ``nnodes`` nodes; raise AttemptEnded(PREFLIGHT_FAILED) with every problem
-    found. The torch probe it made, None when the command runs as it is."""
+    found. ``python``: the command that starts the training's interpreter (in the job's container, if it has one).
+    The torch probe it made, None when the command runs as it is."""
     try:
         listed = gpus.visible_gpu_count()
         installed = gpus.installed_gpu_count()

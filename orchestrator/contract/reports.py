@@ -20,6 +20,7 @@ SILENT_AFTER = 3 * HEARTBEAT_SECONDS
 class Phase(str, Enum):
     STARTING = "starting"
     SETUP = "setup"
+    PULLING = "pulling"  # the job's container image (spec container:)
     SYNCING = "syncing"
     PREFLIGHT = "preflight"
     RESTORING = "restoring"

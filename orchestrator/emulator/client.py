@@ -128,6 +128,12 @@ class AdminClient:
             body["zone"] = zone
         return dict(self._call("PUT", "quota", body)["spot_vcpus"])
 
+    def set_registry_password(self, password: str, registry: str | None = None) -> str:
+        """The account's registry password, as the console sets it (the personal edition's by default); returns
+        the login's username (the account's UIN)."""
+        body = {"password": password, **({} if registry is None else {"registry": registry})}
+        return str(self._call("PUT", "registry/password", body)["username"])
+
     def set_account_policy(self, policy: dict[str, Any] | None) -> dict[str, Any] | None:
         """Narrow the account's long-term key to a CAM policy, as a sub-account's key is (the temporary keys it
         issues later are bound by it too); None: the root account's full rights again. Returns the policy in force."""

@@ -29,6 +29,9 @@ from .cvm import responses as cvm_api
 from .cvm.models import Cvm
 from .iam import Iam
 from .keys import private_dir
+from .registry.auth import Logins
+from .registry.store import Content
+from .registry.wire import Registry
 from .runtime.background import Background
 from .runtime.faults import Faults
 from .runtime.gpus import detect
@@ -71,6 +74,7 @@ class Cloud:
             self.background,
         )
         self.cos = Cos(self.state_dir / "cos", self.iam, config, self.clock, self.faults)
+        self.registry = Registry(Content(self.state_dir / "registry"), Logins(config.uin))
         self.security_groups = self.cvm.security_groups
         self.services: dict[str, Service] = {
             s.name: s
@@ -154,6 +158,7 @@ class Cloud:
             "security_groups": self.security_groups.to_state(),
             "default_network_removed": self.cvm.network.to_state(),
             "faults": self.faults.to_state(),
+            "registry_passwords": self.registry.logins.passwords,
         }
         path = self.state_dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
@@ -176,6 +181,7 @@ class Cloud:
         self.security_groups.restore(state.get("security_groups", []))
         self.cvm.network.restore(state.get("default_network_removed", []))
         self.faults.restore(state.get("faults", {}))
+        self.registry.logins.passwords.update(state.get("registry_passwords", {}))
 
     def reset(self, seed: int | None = None) -> None:
         """Back to a new account on the wall clock, with the fault seed given or the one in use. The old account's
@@ -183,6 +189,7 @@ class Cloud:
         self.host.reset()
         self.cvm.images.discard()
         self.cos.discard()
+        self.registry.content.discard()
         self.clock.rejoin_wall_clock()
         self._open_account(self.faults.seed if seed is None else seed)
         self.save()

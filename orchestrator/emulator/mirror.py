@@ -1,7 +1,9 @@
 """Tencent's software mirror as an instance without a public IP sees it, http://mirrors.tencentyun.com
 (docs/emulator.md, "Network"), and the refusal of every other host on the internet.
 
-Served: ``/install/GPU/auto_install.sh``, the GPU driver's auto-install (the API's stand-in for the console's
+Served: ``/ubuntu/install/<package>``, what the public images' ``apt-get install`` runs (``APT_GET``; only
+``docker.io``, a container runtime, where this machine has Podman), ``/install/GPU/auto_install.sh``, the GPU
+driver's auto-install (the API's stand-in for the console's
 "install the GPU driver automatically", doc 560/112129), and ``/pypi/simple/``, a package index that holds
 nothing (no traffic leaves loopback: what an emulated job needs must be in the image, the emulator's interpreter).
 
@@ -22,6 +24,82 @@ from aiohttp import web
 HOST = "mirrors.tencentyun.com"
 INSTALLER = "/install/GPU/auto_install.sh"
 PYPI = "/pypi/simple/"
+PACKAGES = "/ubuntu/install/"  # what the emulated image's apt-get fetches (APT_GET): one install script a package
+
+# The public images' apt-get: packages come from the mirror, the only host an instance without a public IP
+# reaches; ``update`` has nothing to do, ``install`` runs each package's script from the mirror.
+APT_GET = r"""#!/bin/bash
+# apt-get of the local Tencent Cloud's public images (orchestrator/emulator/mirror.py).
+set -eu
+action=""; packages=()
+for arg in "$@"; do
+  case "$arg" in -*) ;; *) if [ -z "$action" ]; then action="$arg"; else packages+=("$arg"); fi ;; esac
+done
+case "$action" in
+  update) echo "Hit:1 http://mirrors.tencentyun.com/ubuntu jammy InRelease" ;;
+  install)
+    for package in "${packages[@]}"; do
+      script="$(mktemp)"
+      if ! python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+          "http://mirrors.tencentyun.com/ubuntu/install/$package" "$script" 2>/dev/null; then
+        echo "E: Unable to locate package $package" >&2
+        exit 100
+      fi
+      echo "Setting up $package ..."
+      bash "$script"
+    done ;;
+  *) echo "E: Invalid operation $action" >&2; exit 100 ;;
+esac
+"""
+
+# docker.io: the machine's Podman behind the docker command (as Debian's podman-docker), with its storage, its
+# logins and its settings on the instance's system disk. runc, cgroupfs and the ulimits are this machine kind's
+# needs (a VM with hybrid cgroups, where crun and raising the limits fail); http for the registry: the emulator
+# has no certificate for Tencent's registry hosts. File locks: the instances' Podmans must not share the
+# machine's lock memory.
+_DOCKER = r"""#!/bin/bash
+set -eu
+root="$TENCENTCLOUD_EMULATOR_ROOT"
+etc="$root/etc/containers"
+mkdir -p "$etc" "$root/var/lib/containers/storage" "$root/run/containers" "$root/root/.docker" "$root/usr/bin"
+cat > "$etc/containers.conf" <<EOF
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$root/run/containers/events.log"
+tmp_dir = "$root/run/libpod"
+lock_type = "file"
+EOF
+cat > "$etc/storage.conf" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$root/var/lib/containers/storage"
+runroot = "$root/run/containers/storage"
+EOF
+cat > "$etc/registries.conf" <<EOF
+unqualified-search-registries = ["docker.io"]
+[[registry]]
+location = "ccr.ccs.tencentyun.com"
+insecure = true
+[[registry]]
+prefix = "*.tencentcloudcr.com"
+insecure = true
+EOF
+cat > "$root/usr/bin/docker.new" <<EOF
+#!/bin/bash
+# docker.io as the local Tencent Cloud installs it: Podman, with this instance's settings and storage.
+export CONTAINERS_CONF="$etc/containers.conf" CONTAINERS_STORAGE_CONF="$etc/storage.conf"
+export CONTAINERS_REGISTRIES_CONF="$etc/registries.conf" REGISTRY_AUTH_FILE="$root/root/.docker/config.json"
+# Every process of the instance carries its marker, those in its containers too: a power-off kills them all.
+if [ "\${1:-}" = run ]; then shift; set -- run --env "TENCENTCLOUD_EMULATOR_ROOT=$root" "\$@"; fi
+exec PODMAN "\$@"
+EOF
+chmod +x "$root/usr/bin/docker.new"
+mv "$root/usr/bin/docker.new" "$root/usr/bin/docker"
+"""
 
 _INSTALLER = """#!/bin/bash
 # The local Tencent Cloud's GPU driver auto-install (orchestrator/emulator/mirror.py).
@@ -57,6 +135,11 @@ def handle(request: web.Request, path: str, driver_install_seconds: float) -> we
         host_smi = shutil.which("nvidia-smi") or "/usr/bin/nvidia-smi"
         script = _INSTALLER.format(seconds=f"{driver_install_seconds:g}", host_smi=shlex.quote(host_smi))
         return web.Response(text=script, content_type="text/x-sh")
+    if path == PACKAGES + "docker.io":
+        podman = shutil.which("podman")
+        if podman is None:  # this machine cannot run containers: the package is not on the mirror
+            return web.Response(status=404, text="docker.io: not on the local Tencent Cloud's mirror (no podman here)")
+        return web.Response(text=_DOCKER.replace("PODMAN", shlex.quote(podman)), content_type="text/x-sh")
     if path == PYPI:
         return web.Response(text="<!DOCTYPE html><html><body></body></html>", content_type="text/html")
     return web.Response(status=404, text=f"{path}: not on the local Tencent Cloud's mirror")

@@ -4,7 +4,9 @@ Routing, in order: the admin API (``/_emulator/...`` on the emulator's own host)
 absolute-form target names a bucket host (``<bucket>-<appid>.cos.<region>.myqcloud.com``: the COS SDK in IP mode
 and coscmd through HTTP_PROXY), unless an instance asks for a bucket host of another region without a public IP
 (``_cross_region``); the instance metadata service when the host is ``metadata.tencentyun.com``
-(instances reach it through the proxy the emulator hands them); COS ListBuckets for q-signed ``GET /``; and
+(instances reach it through the proxy the emulator hands them); Tencent Container Registry when it names a
+registry host (``ccr.ccs.tencentyun.com``, through the proxy, over http: the emulator has no certificate for it, so
+its clients list it as an insecure registry); COS ListBuckets for q-signed ``GET /``; and
 otherwise API 3.0 (path ``/``, TC3-signed, service from the credential scope).
 """
 
@@ -29,6 +31,7 @@ from .config import EmulatorConfig
 from .connection import reset_connection
 from .cos.buckets import BUCKET_NAME
 from .metadata import service as metadata
+from .registry import wire as registry
 
 log = logging.getLogger("cvmjob.emulator")
 
@@ -65,6 +68,8 @@ async def front_door(request: web.Request) -> web.StreamResponse:
             return await metadata.handle(request, cloud)
         if host == mirror.HOST:
             return mirror.handle(request, path, cloud.config.driver_install_seconds)
+        if registry.is_registry(host):
+            return await cloud.registry.handle(request, host, cloud.clock.now())
     if len(hosts) > 1 and not _ours(hosts[1]):
         return mirror.unreachable(hosts[1])
     if path.startswith(admin.PREFIX):

@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, StrictFloat, ValidationInfo, field_valid
 
 from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.compute import BillingSpec, DiskSpec, ImageSpec, InstanceSpec
+from orchestrator.spec.container import ContainerSpec
 from orchestrator.spec.durations import DAY, HOUR, MINUTE, Duration, within
 from orchestrator.spec.fields import (
     Bucket,
@@ -119,6 +120,9 @@ class JobSpec(SpecModel):
     read on the machine that runs `cvmjob run` (``--secret NAME`` adds one), delivered to the training through the
     agent's scoped copy in the state bucket. The store, spec.json, job.json and the fingerprint hold the names
     only. Not also in ``train.env``."""
+    container: ContainerSpec | None = None
+    """The image the training runs in, pulled on every node (docs/spec.md, "Containers"). Unset: the training runs
+    on the host, with the boot image's Python."""
     policies: PolicyRefs = PolicyRefs()
     """Named policies."""
 
@@ -150,6 +154,19 @@ class JobSpec(SpecModel):
                 raise field_problem(str(index), f"{name} is also in train.env, whose values are written in plain "
                                                 "text. keep it in one of the two")
         return names
+
+    @field_validator("container")
+    @classmethod
+    def _login_in_secrets(cls, container: ContainerSpec | None, info: ValidationInfo) -> ContainerSpec | None:
+        secrets = info.data.get("secrets", ())
+        if container is not None and container.login is not None:
+            for field in ("username_secret", "password_secret"):
+                name = getattr(container.login, field)
+                if name not in secrets:
+                    raise field_problem(f"login.{field}", f"{name} is not one of the job's secrets. add it to "
+                                                          "secrets (its value is read from your environment when "
+                                                          "you submit)")
+        return container
 
     @field_validator("data")
     @classmethod

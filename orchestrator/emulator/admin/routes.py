@@ -1,12 +1,12 @@
 """The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
-stock, the spot quota (what a ticket to Tencent changes), the long-term key's CAM policy (what a sub-account's key
-is allowed), the call log, the ledger and the balance, seeding example data into COS, the OIDC providers and roles
-of AssumeRoleWithWebIdentity, and settings (the load-test switch
-``PUT settings {"run_user_data": false}``: instances boot without running any process). Callers prove they own the
-account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary keys, so a job cannot reclaim
-itself or rewind the clock). That key is private to the emulator's user (keys.py): whoever holds it runs code as
-that user, through RunInstances as through these routes. The state file is written after every call that is not a
-GET."""
+stock, the spot quota (what a ticket to Tencent changes), the container registry's password (what the console
+sets), the long-term key's CAM policy (what a sub-account's key is allowed), the call log, the ledger and the
+balance, seeding example data into COS, the OIDC providers and roles of AssumeRoleWithWebIdentity, and settings
+(the load-test switch ``PUT settings {"run_user_data": false}``: instances boot without running any process).
+Callers prove they own the account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary
+keys, so a job cannot reclaim itself or rewind the clock). That key is private to the emulator's user (keys.py):
+whoever holds it runs code as that user, through RunInstances as through these routes. The state file is written
+after every call that is not a GET."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from aiohttp import web
 
 from ..config import DEFAULT_REGION
 from ..cos.seed import SeedError, seed
+from ..registry.auth import PERSONAL
+from ..registry.wire import is_registry
 from . import views
 
 if TYPE_CHECKING:
@@ -140,6 +142,19 @@ def _quota(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return {"spot_vcpus": cloud.cvm.quotas.set_spot_vcpus(None if zone is None else str(zone), body["spot_vcpus"])}
 
 
+def _registry_password(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"password": "...", "registry": <host, optional>}: the account's registry password, as the console sets it
+    (Tencent Container Registry's personal edition, ccr.ccs.tencentyun.com, by default); the login's username is the
+    account's UIN."""
+    unknown = set(body) - {"password", "registry"}
+    password = body.get("password")
+    registry = str(body.get("registry") or PERSONAL)
+    if unknown or not isinstance(password, str) or len(password) < 8 or not is_registry(registry):
+        raise ValueError("send {'password': <8 characters or more>, 'registry': <a registry host, optional>}")
+    cloud.registry.logins.set_password(registry, password)
+    return {"registry": registry, "username": cloud.config.uin}
+
+
 def _cam_policy(cloud: Cloud, body: Body, request: web.Request) -> Any:
     policy = cloud.iam.account_policy
     return {"policy": None if policy is None else {"version": "2.0", "statement": list(policy.statements)}}
@@ -233,6 +248,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "spot/reclaim"): _reclaim,
     ("PUT", "stock"): _stock,
     ("PUT", "quota"): _quota,
+    ("PUT", "registry/password"): _registry_password,
     ("GET", "cam/policy"): _cam_policy,
     ("PUT", "cam/policy"): _set_cam_policy,
     ("POST", "launch-failures"): _launch_failures,

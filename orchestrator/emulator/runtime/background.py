@@ -7,6 +7,7 @@ reset or a deletion set aside, whichever account's state it was.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable
@@ -36,7 +37,23 @@ class Background:
 
 
 def remove_tree(path: Path) -> None:
+    """Delete ``path``, first detaching what is mounted under it (a container's root file system that a killed
+    runtime left mounted on a disk of the instance), as a power-off leaves nothing mounted."""
+    for mount in mounted_under(path):
+        subprocess.run(["umount", "--lazy", str(mount)], capture_output=True, check=False)
     shutil.rmtree(path, ignore_errors=True)
+
+
+def mounted_under(path: Path) -> list[Path]:
+    """Mount points at or below ``path``, deepest first."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    base = str(path.resolve())
+    points = [Path(line.split()[1].replace("\\040", " ")) for line in lines if len(line.split()) > 1]
+    return sorted((p for p in points if str(p) == base or str(p).startswith(base + "/")),
+                  key=lambda p: len(p.parts), reverse=True)
 
 
 def set_aside(path: Path) -> Path:

@@ -19,7 +19,7 @@ from . import netfilter
 from .background import Background, remove_tree, set_aside
 from .copytree import CopyJob
 from .gpus import Gpu
-from .processes import ProcessGroup, become_subreaper, group_members, reap_groups
+from .processes import ProcessGroup, become_subreaper, group_members, reap_groups, reap_orphans
 from .sandbox import BootContext, Sandbox
 
 # SIGTERM first, like an ACPI power-off, then SIGKILL: enough for a trainer to write an emergency checkpoint
@@ -119,6 +119,7 @@ class Host:
         if now - self._last_reap >= REAP_INTERVAL_SECONDS:
             self._last_reap = now
             reap_groups(self._groups.values())
+            reap_orphans(g.popen.pid for g in (*self._groups.values(), *self._released.values()))
             self._released = {i: g for i, g in self._released.items() if g.alive()}
 
     def describe(self, local_disks: dict[str, int], processes: bool = True) -> dict[str, dict[str, Any]]:

@@ -10,7 +10,9 @@ has passed.
 Reaping: the emulator makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, Linux). A daemon left
 behind by an instance's script is then re-parented to the emulator instead of PID 1, which in containers often
 never reaps, and the emulator reaps the zombies of its instance groups. It reaps members of instance groups only,
-never other children, so it cannot steal an exit status that someone else's ``Popen.wait`` expects.
+never other children, so it cannot steal an exit status that someone else's ``Popen.wait`` expects; and the
+orphans it adopted that lead a session of their own (a container runtime's monitor, conmon, which a runtime CLI
+waits on until its pid is gone: a zombie would hang it), which no one here started.
 """
 
 from __future__ import annotations
@@ -57,6 +59,23 @@ def group_members(pgids: Iterable[int]) -> dict[int, list[tuple[int, str]]]:
         if len(fields) >= 3 and int(fields[2]) in wanted:
             found[int(fields[2])].append((int(entry.name), fields[0]))
     return found
+
+
+def reap_orphans(leaders: Iterable[int]) -> None:
+    """Reap zombie children of this process that lead a session other than ours and are no boot's leader: orphans
+    re-parented here (the emulator's own children share its session, or are the leaders, reaped by Popen)."""
+    ours, own_session, skip = os.getpid(), os.getsid(0), set(leaders)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()  # state ppid pgrp session ...
+        if len(fields) >= 4 and fields[0] == "Z" and int(fields[1]) == ours and int(fields[3]) != own_session:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(entry.name), os.WNOHANG)
 
 
 def marked_pids(marker: bytes) -> list[int]:

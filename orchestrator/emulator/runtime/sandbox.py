@@ -48,6 +48,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..mirror import APT_GET
 from .processes import ProcessGroup
 
 SKELETON = (
@@ -57,6 +58,7 @@ SKELETON = (
     "home",
     "mnt",
     "usr/local/bin",
+    "usr/bin",
     "var/log",
     "var/lib/cloud/instance",
     "var/lib/cloud/scripts/per-boot",
@@ -135,6 +137,9 @@ class Sandbox:
         (self.system / "tmp").chmod(0o1777)
         (self.system / "etc/hostname").write_text(host_name + "\n")
         (self.system / "etc/os-release").write_text(f'PRETTY_NAME="{os_name}"\nNAME="{os_name}"\n')
+        apt = self.system / "usr/bin/apt-get"
+        apt.write_text(APT_GET)
+        apt.chmod(0o755)
 
     def retire_system(self) -> Path | None:
         """Move the system disk aside (to delete once nothing uses it); None when there is none."""

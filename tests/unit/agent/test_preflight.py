@@ -127,11 +127,11 @@ def test_the_preflight_counts_the_processes_and_fails_the_attempt(monkeypatch: p
                          nccl_error="RuntimeError: no NCCL")
     monkeypatch.setattr(preflight, "probe_torch", lambda python, env, cwd: without)
     with pytest.raises(AttemptEnded) as ended:  # nproc_per_node auto: one process per GPU
-        run_preflight("python3", {}, tmp_path, [tmp_path], TrainSpec(command="python train.py"), nnodes=1)
+        run_preflight(["python3"], {}, tmp_path, [tmp_path], TrainSpec(command="python train.py"), nnodes=1)
     assert ended.value.outcome == Outcome.PREFLIGHT_FAILED
     assert "the training's 2 processes need NCCL" in ended.value.reason
     single = TrainSpec(command="python train.py", nproc_per_node=1)
-    assert run_preflight("python3", {}, tmp_path, [tmp_path], single, nnodes=1) == without
+    assert run_preflight(["python3"], {}, tmp_path, [tmp_path], single, nnodes=1) == without
 
 
 def test_gpus_on_the_pci_bus_are_counted_without_a_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,9 +151,9 @@ def test_gpus_on_the_pci_bus_are_counted_without_a_driver(tmp_path: Path, monkey
 
 
 def test_the_probe_runs_the_given_interpreter(tmp_path: Path) -> None:
-    probe = probe_torch(sys.executable, {"PATH": "/usr/bin:/bin"}, tmp_path)
+    probe = probe_torch([sys.executable], {"PATH": "/usr/bin:/bin"}, tmp_path)
     assert probe.python[:2] == sys.version_info[:2] and probe.torch is not None and probe.error is None
-    assert probe_torch("/nonexistent/python3", {}, tmp_path).error is not None
+    assert probe_torch(["/nonexistent/python3"], {}, tmp_path).error is not None
 
 
 def test_a_command_that_runs_as_it_is_is_not_asked_for_torch_but_its_gpus_need_a_driver(
@@ -165,11 +165,11 @@ def test_a_command_that_runs_as_it_is_is_not_asked_for_torch_but_its_gpus_need_a
     monkeypatch.setattr(gpus, "visible_gpu_count", lambda: 0)
     monkeypatch.setattr(gpus, "installed_gpu_count", lambda: 0)
     own_launcher = TrainSpec(command="exec python3 train.py")
-    assert run_preflight("python3", {}, tmp_path, [tmp_path], own_launcher, nnodes=1) is None
+    assert run_preflight(["python3"], {}, tmp_path, [tmp_path], own_launcher, nnodes=1) is None
     monkeypatch.setattr(gpus, "installed_gpu_count", lambda: 2)  # on the PCI bus, no nvidia-smi
     monkeypatch.setattr(gpus, "driver_version", lambda: None)
     with pytest.raises(AttemptEnded) as ended:
-        run_preflight("python3", {}, tmp_path, [tmp_path], TrainSpec(command="bash run.sh"), nnodes=1)
+        run_preflight(["python3"], {}, tmp_path, [tmp_path], TrainSpec(command="bash run.sh"), nnodes=1)
     assert "2 NVIDIA GPU(s) and no driver" in ended.value.reason
     monkeypatch.setattr(gpus, "driver_version", lambda: (550, 54, 15))
-    assert run_preflight("python3", {}, tmp_path, [tmp_path], own_launcher, nnodes=1) is None
+    assert run_preflight(["python3"], {}, tmp_path, [tmp_path], own_launcher, nnodes=1) is None

@@ -1,0 +1,110 @@
+"""Bring your own container (issue 32), through the CLI: the image is pushed to the emulator's registry, and every
+node logs in with the job's secrets, pulls it, and trains inside it (2-process DDP). A spot reclaim with notice
+is checkpointed from inside the container and resumed in a new container on a new instance, with the losses of
+an uninterrupted run; a wrong image, a refused login and a container that exits non-zero each end the job with
+one reason and its exit code, and leave no instance, container or process behind."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+import pytest
+
+from tests.containers import Pusher, base_layer, code_layer
+from tests.e2e.conftest import Cli
+from tests.e2e.spot_support import JobWatch, job_folder, spot_overrides, steps_in
+from tests.e2e.test_run import no_instance_left
+from tests.e2e.test_spot import NOTICE, PACE, STEPS, attempt_log, finish
+
+pytestmark = [pytest.mark.e2e, pytest.mark.container]
+
+REGISTRY = "ccr.ccs.tencentyun.com"
+REPOSITORY = "cvmjob/train"
+IMAGE = f"{REGISTRY}/{REPOSITORY}:1.0"
+_LOSS = re.compile(r"^step=(\d+) loss=(\S+)", re.MULTILINE)
+
+
+@pytest.fixture
+def registry(cli: Cli, tmp_path: Path) -> str:
+    """The test image in the emulator's registry, behind the account's password; the CLI's environment holds the
+    login the job's secrets name. Returns the password."""
+    password = f"registry-{secrets.token_hex(8)}"
+    username = cli.emulator.admin.set_registry_password(password)
+    Pusher(cli.emulator.endpoint, REGISTRY, username, password).push(
+        REPOSITORY, "1.0", [base_layer(), code_layer(tmp_path)])
+    cli.extra_env.update({"REGISTRY_USERNAME": username, "REGISTRY_PASSWORD": password})
+    return password
+
+
+def container_job(tmp_path: Path, image: str = IMAGE) -> Path:
+    """The quickstart (with paced.py and tiny.py) in ``image``, logged in with two of its secrets."""
+    spec = job_folder(tmp_path)
+    spec.write_text(spec.read_text() + (
+        "secrets: [REGISTRY_USERNAME, REGISTRY_PASSWORD]\n"
+        f"container:\n  image: {image}\n"
+        "  login: {username_secret: REGISTRY_USERNAME, password_secret: REGISTRY_PASSWORD}\n"))
+    return spec
+
+
+def losses(log: str) -> dict[int, str]:
+    return {int(step): loss for step, loss in _LOSS.findall(log)}
+
+
+NO_SNAPSHOT = ("--set", "snapshot.enabled=false")
+
+
+def test_a_container_job_resumes_after_a_reclaim_in_a_new_container_with_the_losses_of_an_uninterrupted_run(
+        cli: Cli, registry: str, tmp_path: Path) -> None:
+    spec = container_job(tmp_path)
+    overrides = [*spot_overrides(STEPS, every=STEPS, pace=PACE, ddp=True), *NO_SNAPSHOT]
+    watch = JobWatch(cli.emulator)
+    process = cli.start("run", str(spec), *overrides)
+    try:
+        (first,) = watch.running(attempt=1)
+        try:
+            watch.wait_for_step(attempt=1, step=10, timeout=120)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}:\n{attempt_log(cli, watch.job_id, 1)[-3000:]}") from None
+        cli.emulator.admin.reclaim(first["instance_id"], NOTICE)
+    finally:
+        code = finish(process, cli)
+    assert code == 0, cli.output()[-4000:]
+    final = cli.status(watch.job_id)
+    assert final["state"] == "SUCCEEDED" and final["attempt"] == 2, final["reason"]
+    first_log, second_log = attempt_log(cli, watch.job_id, 1), attempt_log(cli, watch.job_id, 2)
+    for log in (first_log, second_log):  # each attempt pulled the image on its own instance, and trained in it
+        assert f"pulled {IMAGE}" in log and "world=2 " in log, log[-3000:]
+    assert "emergency checkpoint" in watch.result(1)["reason"], watch.result(1)
+    emergency = steps_in(first_log)[-1]
+    assert 10 <= emergency < STEPS - 1 and steps_in(second_log) == list(range(emergency + 1, STEPS))
+    assert registry not in cli.output() + first_log + second_log  # the login stays the agent's
+    assert no_instance_left(cli)
+
+    uninterrupted = cli.run("run", str(spec), *overrides[2:], timeout=300)  # on demand, never reclaimed
+    assert uninterrupted.returncode == 0, uninterrupted.stdout[-3000:] + uninterrupted.stderr[-2000:]
+    whole = losses(attempt_log(cli, cli.status()["job_id"], 1))
+    assert sorted(whole) == list(range(STEPS))
+    assert {**losses(first_log), **losses(second_log)} == whole  # bit for bit: the same losses at every step
+
+
+@pytest.mark.parametrize(("case", "state", "said", "code"), [
+    ("wrong-image", "FAILED_SETUP", f"pulling {REGISTRY}/cvmjob/nope:1.0 failed", 125),
+    ("refused-login", "FAILED_SETUP", f"{REGISTRY} refused the login", 125),
+    ("failing-container", "FAILED", "the training exited with 3", 3),
+])
+def test_a_container_job_that_cannot_train_fails_with_one_reason_and_leaves_nothing(
+        cli: Cli, registry: str, tmp_path: Path, case: str, state: str, said: str, code: int) -> None:
+    image = f"{REGISTRY}/cvmjob/nope:1.0" if case == "wrong-image" else IMAGE
+    spec = container_job(tmp_path, image)
+    sets = ["--set", "train.command=exec python3 -c 'import sys; sys.exit(3)'"] if case == "failing-container" else []
+    if case == "refused-login":
+        cli.extra_env["REGISTRY_PASSWORD"] = registry + "-wrong"
+    result = cli.run("run", str(spec), *NO_SNAPSHOT, *sets, "--set", "train.max_restarts=0", timeout=300)
+    assert result.returncode != 0, result.stdout[-3000:]
+    final = cli.status()
+    assert final["state"] == state, final
+    assert said in final["reason"], final["reason"]
+    assert final["result"]["exit_code"] == code, final["result"]
+    assert no_instance_left(cli)
