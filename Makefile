@@ -24,15 +24,18 @@ clients: $(CLIENTS_VENV)/.installed
 # What the tests need from Debian, in one apt-get (two would fight over dpkg's lock when make runs them side by
 # side): PostgreSQL's server binaries for the `postgres` tests (tests/postgres.py starts and removes its own
 # throwaway cluster; nothing here starts a server), Chromium for the sweep report's browser test
-# (tests/unit/sweep/test_report.py opens the report headless and checks that its plots rendered), and a C compiler
-# for the emulator's security groups between instances (emulator/runtime/netfilter.py). Only what is
-# missing, only as root with apt-get; elsewhere the browser test skips without chromium, except under CI (CI
-# set), where a missing chromium fails it.
+# (tests/unit/sweep/test_report.py opens the report headless and checks that its plots rendered), a C compiler for
+# the emulator's security groups between instances (emulator/runtime/netfilter.py), and Podman with runc, which the
+# emulator's instances run their containers with (tests/containers.py builds the test image from Debian's packages
+# with apt-get download). Only what is missing, only as root with apt-get; elsewhere the browser and container
+# tests skip without them, except under CI (CI set), where a missing one fails them.
 system:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v "$${CC:-cc}" >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	command -v podman >/dev/null 2>&1 || missing="$$missing podman"; \
+	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from orchestrator.contract import CHECKPOINT_SIGNAL, AgentConfig, JobLayout, Outcome, Phase, Result, TrainingEnv
 from orchestrator.providers.tencent.errors import CloudError
-from orchestrator.spec.container import ContainerSpec
+from orchestrator.spec.container import ContainerSpec, image_host
 from orchestrator.spec.models import JobSpec
 
 from . import container, gpus, nic, nvme, rendezvous
@@ -331,7 +331,7 @@ class Attempt:
         """Log in (container.login's secrets) and pull the job's image; the container to run it in."""
         runtime = container.ensure_runtime(self.paths.run_log)
         if spec.login is not None:
-            container.login(runtime, container.registry_of(spec.image), self._secrets[spec.login.username_secret],
+            container.login(runtime, image_host(spec.image), self._secrets[spec.login.username_secret],
                             self._secrets[spec.login.password_secret])
         seconds = container.pull(runtime, spec.image, self.paths.run_log, self.stop)
         size = container.image_size(runtime, spec.image)

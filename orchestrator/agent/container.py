@@ -98,11 +98,6 @@ def ensure_runtime(log_path: Path) -> Runtime:
     return found
 
 
-def registry_of(image: str) -> str:
-    first, _, rest = image.partition("/")
-    return first if rest and ("." in first or ":" in first or first == "localhost") else "docker.io"
-
-
 def _said(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line.strip() for line in (done.stderr or done.stdout or "").splitlines() if line.strip()]
     return lines[-1][-400:] if lines else f"exit code {done.returncode}"

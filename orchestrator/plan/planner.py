@@ -172,6 +172,8 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
     if primary.gpus == 0:
         warnings.append(f"{primary.instance_type} has no GPU: training runs on CPU")
     driver = _driver(spec, image, candidates, warnings)
+    if spec.container is not None:
+        warnings.append(_container_note(spec, primary.gpus > 0))
     return Plan(
         region=spec.region,
         image_id=image.image_id,
@@ -193,6 +195,17 @@ def make_plan(spec: JobSpec, facts: Facts, on_demand_fallback: bool = False,
         gpu_memory=memory,
         gpu_driver=driver,
     )
+
+
+def _container_note(spec: JobSpec, gpus: bool) -> str:
+    """What runs the job's container: the host's runtime, or Docker installed at boot (agent/container.py)."""
+    assert spec.container is not None
+    note = (f"container: the training runs in {spec.container.image}, in the boot image's Docker or Podman, or in "
+            "docker.io installed from the image's package mirror at boot")
+    if gpus:
+        note += ("; the GPUs reach it only with NVIDIA's container toolkit on the host: boot from an image that "
+                 "has it, or install it in setup (it is not on Tencent's mirror: that needs a public IP)")
+    return note
 
 
 def _driver(spec: JobSpec, image: PublicImage, candidates: list[Placement],
