@@ -366,3 +366,11 @@ def test_an_hcc_type_goes_into_the_hpc_cluster_of_its_zone_and_only_it_names_the
         ("HCCPNV4h.48XLARGE1024", "ap-guangzhou-4"), ("GT4.41XLARGE948", "ap-guangzhou-3"),
         ("GT4.41XLARGE948", "ap-guangzhou-4")]
     assert plan.network is None  # facts without a network: the launch's HpcClusterId is checked in staging
+
+
+def test_a_container_job_says_what_runs_its_container_and_what_its_gpus_need() -> None:
+    container = {"image": "ccr.ccs.tencentyun.com/t/x:1.0"}
+    [note] = [w for w in make_plan(spec(container=container), facts()).warnings if w.startswith("container:")]
+    assert "ccr.ccs.tencentyun.com/t/x:1.0" in note and "docker.io installed from the image's package mirror" in note
+    assert "NVIDIA's container toolkit" in note  # GN7: its T4 reaches the container only through the toolkit
+    assert not any(w.startswith("container:") for w in make_plan(spec(), facts()).warnings)
