@@ -27,4 +27,5 @@ gpu_watch    the GPUs' utilisation folded over heartbeats        seal        the
 uploads      many files up to COS at once                        retry       COS calls retried when it may pass
 errors       how a phase ends the attempt                        nic         the interface the collectives use
 driver       waiting for the NVIDIA driver the UserData installs  secrets     the job's secrets, for the training only
+container    the training in the user's image: runtime, login, pull, run
 """
