@@ -42,7 +42,7 @@ from .metadata import Metadata
 from .outputs import upload_outputs
 from .paths import NodePaths
 from .periodic import Periodic
-from .preflight import run_preflight
+from .preflight import run_on_host, run_preflight
 from .processes import Launched, kill_recorded
 from .restore import restorable, restore_latest
 from .result import log_tail, publish, upload_saved
@@ -202,19 +202,20 @@ class Attempt:
                   mirror=self.cfg.pip_index)
         self.stop.check()
 
-        python = [PYTHON]
+        python, run = [PYTHON], run_on_host
         if spec.container is not None:
             self.board.set_phase(Phase.PULLING, f"pulling {spec.container.image}")
             self._container = self._pull(spec.container, folders)
             self._container.make_mounts()
             self.stop.check()
             env = self._env(spec, folders, "")
-            python = replace(self._container, name=f"{self._container.name}-preflight").run_args(
-                self._passed(env), self.paths.workdir, [PYTHON], remove=True)
+            probing = replace(self._container, name=f"{self._container.name}-preflight")
+            python, run = probing.run_args(self._passed(env), self.paths.workdir, [PYTHON]), \
+                probing.run_to_end
 
         self.board.set_phase(Phase.PREFLIGHT)
         run_preflight(python, self._env(spec, folders, ""), self.paths.workdir, [folders.data, folders.checkpoints],
-                      spec.train, self.cfg.nnodes)
+                      spec.train, self.cfg.nnodes, run)
         self.stop.check()
 
         self.board.set_phase(Phase.SYNCING)
@@ -291,7 +292,7 @@ class Attempt:
             # The agent ignores the checkpoint signal and its children inherit that (trainkit installs its handler):
             # inside, bash does the same for the training, which is not the agent's child.
             command = ["bash", "-c", f"trap '' {CHECKPOINT_SIGNAL.name.removeprefix('SIG')}; {line}"]
-            args = self._container.run_args(self._passed(env), self.paths.workdir, command, remove=False)
+            args = self._container.run_args(self._passed(env), self.paths.workdir, command)
             self._training = ContainerLaunched(self._container, args, self.paths.workdir, env, self.paths.run_log,
                                                record=self.paths.training_pid)
         checkpoints = Periodic("checkpoints", CHECKPOINT_POLL_SECONDS, uploader.tick).start()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +40,8 @@ PULL_PAUSE_SECONDS = 5.0
 # What a registry says when no retry can help: the image does not exist, or the login does not allow it.
 _PERMANENT = ("manifest unknown", "not found", "name unknown", "unauthorized", "authentication required", "denied",
               "invalid reference", "requested access to the resource is denied")
-_INIT_PID_SECONDS = 60.0
+_INSPECT_SECONDS = 0.5
+_POLL_SECONDS = 0.1
 _ENDED = ("exited", "stopped", "dead")  # a container's states once its processes are gone (Docker's, Podman's)
 
 
@@ -150,12 +152,11 @@ class Container:
     gpus: bool
     rdma: bool
 
-    def run_args(self, env: Mapping[str, str], workdir: Path, command: Sequence[str], *, remove: bool) -> list[str]:
-        """``run`` with the variables passed by name (their values come from the CLI's environment)."""
+    def run_args(self, env: Mapping[str, str], workdir: Path, command: Sequence[str]) -> list[str]:
+        """``run`` with the variables passed by name (their values come from the CLI's environment). Never
+        ``--rm``: Podman's CLI then waits up to 20 s past the end for a cleanup; the agent removes the container."""
         args = ["run", "--name", self.name, "--network", "host", "--workdir", str(workdir), "--init=false",
                 "--sig-proxy=false"]
-        if remove:
-            args.append("--rm")
         args += ["--shm-size", self.shm_size] if self.shm_size else ["--ipc", "host"]
         if self.gpus:
             args += ["--gpus", "all"] if self.runtime.name == "docker" else ["--device", "nvidia.com/gpu=all"]
@@ -176,19 +177,42 @@ class Container:
     def remove(self) -> None:
         self.runtime.run("rm", "--force", self.name)
 
-    def exit_code(self) -> int | None:
-        """The container's exit code once it has ended; None while it runs (or is unknown to the runtime)."""
-        done = self.runtime.run("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", self.name)
-        status, _, code = done.stdout.strip().partition(" ")
-        return int(code) if status in _ENDED and code.lstrip("-").isdigit() else None
+    def state(self) -> State:
+        """What the runtime knows of the container now (one ``inspect``)."""
+        done = self.runtime.run("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}} {{.State.Pid}}",
+                                self.name)
+        status, code, pid = [*done.stdout.strip().split(), "", "", ""][:3]
+        return State(status, int(code) if status in _ENDED and code.lstrip("-").isdigit() else None,
+                     int(pid) if pid.isdigit() and int(pid) > 0 and status == "running" else None)
 
-    def init_pid(self) -> int | None:
-        done = self.runtime.run("inspect", "--format", "{{.State.Pid}}", self.name)
-        try:
-            pid = int(done.stdout.strip())
-        except ValueError:
-            return None
-        return pid if pid > 0 else None
+    def output(self) -> str:
+        """Its stdout and stderr as the runtime logged them (not through the CLI, which may be stopped first)."""
+        done = self.runtime.run("logs", self.name)
+        return done.stdout + done.stderr
+
+    def run_to_end(self, args: Sequence[str], env: Mapping[str, str], cwd: Path,
+                   timeout: float) -> subprocess.CompletedProcess[str]:
+        """A short command in this container (the preflight's probe): its exit code and output once its processes
+        are gone, watched as the training is (the CLI may wait long past the end); removed after."""
+        with tempfile.TemporaryDirectory(prefix="cvmjob-") as folder:
+            launched = ContainerLaunched(self, args, cwd, env, Path(folder, "cli.log"))
+            deadline = time.monotonic() + timeout
+            try:
+                while (code := launched.poll()) is None:
+                    if time.monotonic() > deadline:
+                        launched.stop(grace=5)
+                        raise subprocess.TimeoutExpired(list(args), timeout)
+                    time.sleep(_POLL_SECONDS)
+                return subprocess.CompletedProcess(list(args), code, self.output(), "")
+            finally:
+                self.remove()
+
+
+@dataclass(frozen=True)
+class State:
+    status: str  # the runtime's word: created, running, exited, ... ("" when it does not know the container)
+    exit_code: int | None  # once it has ended
+    init_pid: int | None  # while it runs
 
 
 class ContainerLaunched(Launched):
@@ -204,29 +228,33 @@ class ContainerLaunched(Launched):
         super().__init__(args, cwd, env, log_path, record)
         self.cli = self.tree
         self.tree = ProcessTree({})
-        self._looked_until = time.monotonic() + _INIT_PID_SECONDS
         self._adopted = False
+        self._asked = 0.0
         self._code: int | None = None
 
-    def _adopt(self) -> None:
-        if self._adopted or time.monotonic() > self._looked_until:
-            return
-        pid = self.container.init_pid()
-        if pid is not None:
-            self.tree = ProcessTree({pid: process_table().get(pid, (0, -1, ""))[1]})
+    def _ask(self) -> State | None:
+        """The container's state, at most every _INSPECT_SECONDS (each ask starts the runtime's CLI)."""
+        if time.monotonic() - self._asked < _INSPECT_SECONDS:
+            return None
+        self._asked = time.monotonic()
+        state = self.container.state()
+        if not self._adopted and state.init_pid is not None:
+            self.tree = ProcessTree({state.init_pid: process_table().get(state.init_pid, (0, -1, ""))[1]})
             self._adopted = True
+        return state
 
     def poll(self) -> int | None:
         if self._code is not None:
             return self._code
         cli = super().poll()
-        if cli is None:
-            self._adopt()
-            if not self._adopted or self.tree.alive():
-                return None
-        code = self.container.exit_code()
+        if cli is None and self._adopted and self.tree.alive():
+            return None
+        # Its processes are gone, or were never seen (a container that ends in less than a look): the runtime's
+        # record says whether it has ended.
+        state = self._ask() if cli is None else self.container.state()
+        code = None if state is None else state.exit_code
         if code is None and cli is None:
-            return None  # its processes are gone, but the runtime has not recorded the end yet
+            return None
         if cli is None:
             stop_tree(self.cli, grace=5)
             self.popen.wait()
@@ -234,7 +262,8 @@ class ContainerLaunched(Launched):
         return self._code
 
     def stop(self, grace: float) -> int:
-        self._adopt()
+        self._asked = 0.0
+        self._ask()
         if not self._adopted:  # the container never ran: nothing inside to stop gracefully
             stop_tree(self.cli, grace)
         stop_tree(self.tree, grace)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.contract import Outcome
 from orchestrator.plan.sizing import processes_per_node
@@ -31,6 +32,11 @@ from orchestrator.spec.workload import TrainSpec
 from . import gpus
 from .errors import AttemptEnded
 from .launch import runs_under_torchrun
+
+# Runs a command to its end: (args, env, cwd, timeout) -> its exit code and output; subprocess's errors when it
+# cannot start or passes the timeout. On the host, subprocess.run; in a container, Container.run_to_end.
+Runner = Callable[[Sequence[str], Mapping[str, str], Path, float], "subprocess.CompletedProcess[str]"]
+PROBE_TIMEOUT_SECONDS = 300.0
 
 MIN_PYTHON = (3, 9)
 MIN_FREE_BYTES = 1 << 30
@@ -132,15 +138,31 @@ def _driver_and_torch() -> str:
     return f"install the NVIDIA driver {driver_text(suggested.min_driver)} or newer, then {_install(suggested.wheels)}"
 
 
-def probe_torch(python: Sequence[str], env: Mapping[str, str], cwd: Path) -> TorchProbe:
+def run_on_host(args: Sequence[str], env: Mapping[str, str], cwd: Path,
+                timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, env=dict(env), cwd=cwd, timeout=timeout,
+                          check=False)
+
+
+def _last_document(output: str) -> dict[str, object] | None:
+    """The probe's JSON line: the last line of its output that is one (a runtime may mix stderr in)."""
+    for line in reversed(output.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return found
+    return None
+
+
+def probe_torch(python: Sequence[str], env: Mapping[str, str], cwd: Path, run: Runner = run_on_host) -> TorchProbe:
     try:
-        done = subprocess.run([*python, "-c", _PROBE], capture_output=True, text=True, env=dict(env), cwd=cwd,
-                              timeout=300, check=False)
+        done = run([*python, "-c", _PROBE], env, cwd, PROBE_TIMEOUT_SECONDS)
     except (OSError, subprocess.SubprocessError) as exc:
         return TorchProbe(python=(), error=f"cannot run {python[-1]}: {exc}")
-    try:
-        info = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
+    info: dict[str, Any] | None = _last_document(done.stdout)
+    if info is None or "python" not in info:
         return TorchProbe(python=(), error=f"{python[-1]} failed: {(done.stderr or done.stdout).strip()[-500:]}")
     return TorchProbe(python=tuple(info["python"]), torch=info.get("torch"), cuda=info.get("cuda"),
                       cuda_available=bool(info.get("cuda_available")), device_count=int(info.get("device_count", 0)),
@@ -213,9 +235,10 @@ def _free_bytes(path: Path) -> int:
 
 
 def run_preflight(python: Sequence[str], env: Mapping[str, str], cwd: Path, folders: list[Path], train: TrainSpec,
-                  nnodes: int) -> TorchProbe | None:
+                  nnodes: int, run: Runner = run_on_host) -> TorchProbe | None:
     """Check the node for ``train`` on ``nnodes`` nodes; raise AttemptEnded(PREFLIGHT_FAILED) with every problem
-    found. ``python``: the command that starts the training's interpreter (in the job's container, if it has one).
+    found. ``python``: the command that starts the training's interpreter, run by ``run`` (in the job's container,
+    if it has one).
     The torch probe it made, None when the command runs as it is."""
     try:
         listed = gpus.visible_gpu_count()
@@ -223,7 +246,7 @@ def run_preflight(python: Sequence[str], env: Mapping[str, str], cwd: Path, fold
         driver = gpus.driver_version() if listed or installed else None
     except gpus.GpuProbeError as exc:
         raise AttemptEnded(Outcome.PREFLIGHT_FAILED, f"the GPU driver does not answer: {exc}") from exc
-    probe = probe_torch(python, env, cwd) if runs_under_torchrun(train.command) else None
+    probe = probe_torch(python, env, cwd, run) if runs_under_torchrun(train.command) else None
     processes = processes_per_node(train, listed) * nnodes
     found = problems(probe, GpuFacts(installed, listed, driver), processes, {f: _free_bytes(f) for f in folders})
     if found:

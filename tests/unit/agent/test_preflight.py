@@ -4,7 +4,9 @@ several processes need, fails here, never trains on its CPU in silence (issue 14
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from orchestrator.agent.preflight import (
     driver_text,
     probe_torch,
     problems,
+    run_on_host,
     run_preflight,
     wheel_for,
 )
@@ -125,7 +128,7 @@ def test_the_preflight_counts_the_processes_and_fails_the_attempt(monkeypatch: p
     monkeypatch.setattr(gpus, "driver_version", lambda: (550, 54, 15))
     without = TorchProbe(python=(3, 11, 7), torch="2.13.0+cu124", cuda="12.4", cuda_available=True, device_count=2,
                          nccl_error="RuntimeError: no NCCL")
-    monkeypatch.setattr(preflight, "probe_torch", lambda python, env, cwd: without)
+    monkeypatch.setattr(preflight, "probe_torch", lambda python, env, cwd, run: without)
     with pytest.raises(AttemptEnded) as ended:  # nproc_per_node auto: one process per GPU
         run_preflight(["python3"], {}, tmp_path, [tmp_path], TrainSpec(command="python train.py"), nnodes=1)
     assert ended.value.outcome == Outcome.PREFLIGHT_FAILED
@@ -156,9 +159,26 @@ def test_the_probe_runs_the_given_interpreter(tmp_path: Path) -> None:
     assert probe_torch(["/nonexistent/python3"], {}, tmp_path).error is not None
 
 
+def test_the_probe_reads_its_document_from_output_that_mixes_stderr_in(tmp_path: Path) -> None:
+    """A container's output, from the runtime's log: stdout and stderr together, a warning after the document."""
+    def in_a_container(args: Sequence[str], env: Mapping[str, str], cwd: Path,
+                       timeout: float) -> subprocess.CompletedProcess[str]:
+        done = run_on_host(args, env, cwd, timeout)
+        return subprocess.CompletedProcess(args, done.returncode, done.stdout + "UserWarning: a torch warning\n", "")
+
+    probe = probe_torch([sys.executable], {"PATH": "/usr/bin:/bin"}, tmp_path, in_a_container)
+    assert probe.python[:2] == sys.version_info[:2] and probe.error is None
+
+    def broken(args: Sequence[str], env: Mapping[str, str], cwd: Path,
+               timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(args, 1, "Traceback ...\nModuleNotFoundError: No module named 'json'\n", "")
+
+    assert "No module named 'json'" in (probe_torch(["python3"], {}, tmp_path, broken).error or "")
+
+
 def test_a_command_that_runs_as_it_is_is_not_asked_for_torch_but_its_gpus_need_a_driver(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def no_probe(python: str, env: object, cwd: Path) -> TorchProbe:
+    def no_probe(python: str, env: object, cwd: Path, run: object) -> TorchProbe:
         raise AssertionError("torch was probed for a command that runs as it is")
 
     monkeypatch.setattr(preflight, "probe_torch", no_probe)
