@@ -60,7 +60,7 @@ def _layer(folder: Path, out: Path) -> Layer:
 
 
 def _site_packages() -> Path:
-    return Path(importlib.metadata.distribution("torch").locate_file(""))
+    return Path(str(importlib.metadata.distribution("torch").locate_file("")))
 
 
 def _copy_python_packages(root: Path) -> None:
