@@ -29,7 +29,7 @@ from orchestrator.spec.container import ContainerSpec, image_host
 from orchestrator.spec.models import JobSpec
 
 from . import container, gpus, nic, nvme, rendezvous
-from .cloud import Stores
+from .cloud import Stores, registry_token
 from .container import Container, ContainerLaunched
 from .control import ControlWatcher
 from .driver import wait_for_driver
@@ -329,11 +329,19 @@ class Attempt:
         return end
 
     def _pull(self, spec: ContainerSpec, folders: Folders) -> Container:
-        """Log in (container.login's secrets) and pull the job's image; the container to run it in."""
+        """Log in (container.login: the controller's TCR token, or two of the job's secrets) and pull the job's
+        image; the container to run it in."""
         runtime = container.ensure_runtime(self.paths.run_log)
-        if spec.login is not None:
-            container.login(runtime, image_host(spec.image), self._secrets[spec.login.username_secret],
-                            self._secrets[spec.login.password_secret])
+        login = spec.login
+        if login is not None and login.tcr is not None:
+            token = registry_token(self.cfg, time.time())
+            if token is None:
+                raise AttemptEnded(Outcome.AGENT_ERROR, f"container.login.tcr {login.tcr}: the controller gave no "
+                                                        "registry token (agent.json has none)")
+            container.login(runtime, token.registry, token.username, token.token)
+        elif login is not None and login.username_secret and login.password_secret:
+            container.login(runtime, image_host(spec.image), self._secrets[login.username_secret],
+                            self._secrets[login.password_secret])
         seconds = container.pull(runtime, spec.image, self.paths.run_log, self.stop)
         size = container.image_size(runtime, spec.image)
         log.info("pulled %s in %.0f s (%s)", spec.image, seconds,
@@ -346,7 +354,7 @@ class Attempt:
     def _training_secrets(self) -> dict[str, str]:
         """The job's secrets less the registry's login, which is the agent's alone."""
         login = self.spec.container.login if self.spec.container is not None else None
-        held = () if login is None else (login.username_secret, login.password_secret)
+        held = () if login is None else login.secrets
         return {name: value for name, value in self._secrets.items() if name not in held}
 
     @staticmethod

@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from orchestrator.contract import AgentConfig, CredentialsDoc, TemporaryKeys
+from orchestrator.contract import AgentConfig, CredentialsDoc, RegistryToken, TemporaryKeys
 from orchestrator.providers.tencent import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
 from orchestrator.providers.tencent.storage import ObjectStore
 
@@ -69,16 +69,37 @@ class StsKeys:
         if self._url is None or time.monotonic() - self._fetched_at < _REFETCH_SECONDS:
             return self._current
         self._fetched_at = time.monotonic()
-        try:
-            with urllib.request.urlopen(self._url, timeout=15) as resp:  # honours HTTP_PROXY (the emulator)
-                doc = CredentialsDoc.model_validate_json(resp.read())
-        except Exception as exc:  # any failure: keep what we have, and say so without the URL (it is a secret)
-            if isinstance(exc, urllib.error.HTTPError):
-                exc.close()
-            log.warning("could not fetch new credentials (%s); keeping the current ones", type(exc).__name__)
-            return self._current
-        self._current = _static(doc.keys)
+        doc = fetch_credentials(self._url)
+        if doc is not None and doc.keys is not None:
+            self._current = _static(doc.keys)
         return self._current
+
+
+def fetch_credentials(url: str) -> CredentialsDoc | None:
+    """The controller's latest credentials.json; None (said in the log, without the URL: it is a secret) when it
+    cannot be read, for the caller to keep what it has."""
+    try:
+        with urllib.request.urlopen(url, timeout=15) as resp:  # honours HTTP_PROXY (the emulator)
+            return CredentialsDoc.model_validate_json(resp.read())
+    except Exception as exc:  # any failure
+        if isinstance(exc, urllib.error.HTTPError):
+            exc.close()
+        log.warning("could not fetch new credentials (%s); keeping the current ones", type(exc).__name__)
+        return None
+
+
+# A registry token closer than this to its end is replaced before a login: a pull may outlast what is left.
+_TOKEN_MARGIN_SECONDS = 600.0
+
+
+def registry_token(cfg: AgentConfig, now: float) -> RegistryToken | None:
+    """The login to container.login.tcr's registry: agent.json's token while it lasts, else the controller's
+    latest (it rotates it with the keys); None when the job logs in otherwise."""
+    token = cfg.registry
+    if token is None or token.expires_at - now > _TOKEN_MARGIN_SECONDS or cfg.credentials_url is None:
+        return token
+    doc = fetch_credentials(cfg.credentials_url)
+    return doc.registry if doc is not None and doc.registry is not None else token
 
 
 class RoleKeys:

@@ -40,11 +40,23 @@ class TemporaryKeys(Model):
     expires_at: int
 
 
+class RegistryToken(Model):
+    """A temporary login to a Tencent Container Registry enterprise instance (``container.login.tcr``), from the
+    controller's CreateInstanceToken: valid for an hour, so rotated with the keys."""
+
+    registry: str  # the instance's domain, <name>.tencentcloudcr.com
+    username: str
+    token: str = Field(repr=False)
+    expires_at: int
+
+
 class CredentialsDoc(Model):
-    """``attempts/<n>/credentials.json``: the controller rotates the agent's keys through it."""
+    """``attempts/<n>/credentials.json``: the controller rotates the agent's keys, and its registry login,
+    through it. ``keys`` is None when the instances have a CAM role (only the registry token is rotated)."""
 
     layout_version: int = LAYOUT_VERSION
-    keys: TemporaryKeys
+    keys: TemporaryKeys | None = None
+    registry: RegistryToken | None = None
 
 
 class AgentConfig(Model):
@@ -65,6 +77,7 @@ class AgentConfig(Model):
     cos: CosAccess
     keys: TemporaryKeys | None = None
     credentials_url: str | None = None  # presigned GET of credentials.json (new keys when these expire)
+    registry: RegistryToken | None = None  # the registry login of container.login.tcr, as first issued
     workdir_archive_key: str | None = None
     signal_key: str | None = None  # put once the status says the attempt ended (SIGNALS_PREFIX)
     spec: dict[str, object]  # the validated JobSpec as JSON (the agent reads setup/data/train/... from it)

@@ -134,6 +134,12 @@ class AdminClient:
         body = {"password": password, **({} if registry is None else {"registry": registry})}
         return str(self._call("PUT", "registry/password", body)["username"])
 
+    def add_tcr_instance(self, name: str, region: str | None = None) -> dict[str, str]:
+        """A Tencent Container Registry enterprise instance, as the console buys one: its registry_id, its domain
+        (<name>.tencentcloudcr.com) and region. Logins to it are CreateInstanceToken's tokens."""
+        body = {"name": name, **({} if region is None else {"region": region})}
+        return dict(self._call("POST", "registry/instances", body))
+
     def set_account_policy(self, policy: dict[str, Any] | None) -> dict[str, Any] | None:
         """Narrow the account's long-term key to a CAM policy, as a sub-account's key is (the temporary keys it
         issues later are bound by it too); None: the root account's full rights again. Returns the policy in force."""

@@ -29,6 +29,7 @@ from .cvm import responses as cvm_api
 from .cvm.models import Cvm
 from .iam import Iam
 from .keys import private_dir
+from .registry import api as tcr_api
 from .registry.auth import Logins
 from .registry.store import Content
 from .registry.wire import Registry
@@ -84,6 +85,7 @@ class Cloud:
                               lambda subnet: any(i.subnet_id == subnet for i in self.cvm.instances.values())),
                 sts_api.build(self.iam, self.web_identity, self.clock.now),
                 billing_api.build(self.billing, self.clock.now, config.uin),
+                tcr_api.build(self.registry.logins.enterprise, self.clock.now),
             )
         }
         # Every API 3.0 call answered, newest last: tests prove what reached (or never reached) the cloud. ``seq``
@@ -159,6 +161,7 @@ class Cloud:
             "default_network_removed": self.cvm.network.to_state(),
             "faults": self.faults.to_state(),
             "registry_passwords": self.registry.logins.passwords,
+            "tcr": self.registry.logins.enterprise.to_state(),
         }
         path = self.state_dir / STATE_FILE
         tmp = path.with_suffix(".tmp")
@@ -182,6 +185,7 @@ class Cloud:
         self.cvm.network.restore(state.get("default_network_removed", []))
         self.faults.restore(state.get("faults", {}))
         self.registry.logins.passwords.update(state.get("registry_passwords", {}))
+        self.registry.logins.enterprise.restore(state.get("tcr", {}))
 
     def reset(self, seed: int | None = None) -> None:
         """Back to a new account on the wall clock, with the fault seed given or the one in use. The old account's

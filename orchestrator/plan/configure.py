@@ -22,7 +22,7 @@ def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> S
         pool=spec.billing.pool,
         pool_when_busy=pool.when_busy,
         pool_wait_timeout=float(pool.wait_timeout),
-        short_lived_keys=spec.cam_role is None,
+        short_lived_keys=spec.cam_role is None or (spec.container is not None and spec.container.tcr is not None),
         poll_training_seconds=float(recovery.reclaim_detection.poll_while_training),
         recovery=RecoveryRules(
             max_preemptions=recovery.max_preemptions,

@@ -53,5 +53,7 @@ class Settings:
     pool: str | None = None
     pool_when_busy: str = "wait"  # wait | on-demand | fail
     pool_wait_timeout: float = 1800.0
-    short_lived_keys: bool = True  # credentials: sts (the agents' COS keys expire and are rotated), not a CAM role
+    # The agents hold credentials that expire and are rotated: COS keys (credentials: sts, not a CAM role) or the
+    # registry token of container.login.tcr.
+    short_lived_keys: bool = True
 

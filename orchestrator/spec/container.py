@@ -18,6 +18,7 @@ _IMAGE = re.compile(
     rf"(?:@(?P<digest>sha256:[a-f0-9]{{64}}))?"
 )
 DOCKER_HUB = "docker.io"
+TCR_SUFFIX = ".tencentcloudcr.com"  # an enterprise instance's domain: <instance name>.tencentcloudcr.com
 _SIZE = re.compile(r"[1-9][0-9]*[kmg]")
 
 
@@ -44,14 +45,35 @@ ImageRef = Annotated[str, AfterValidator(_image)]
 
 
 class RegistryLogin(SpecModel):
-    """How the nodes log in to the image's registry: the names of two of the job's ``secrets``, whose values
-    are the username and password (Tencent Container Registry's personal edition: the account id and the
-    password set in the console)."""
+    """How the nodes log in to the image's registry: a Tencent Container Registry enterprise instance (``tcr``:
+    the controller issues a temporary token for it and rotates it with the agents' keys), or the names of two of
+    the job's ``secrets`` whose values are the username and password (TCR's personal edition: the account id and
+    the password set in the console; any other registry: its login)."""
 
-    username_secret: EnvName = Field(examples=["REGISTRY_USERNAME"])
+    tcr: Annotated[str, Field(pattern=r"^tcr-[a-z0-9]{8}$", examples=["tcr-a1b2c3d4"])] | None = None
+    """The enterprise instance's id; the image names its domain, <instance name>.tencentcloudcr.com."""
+    username_secret: EnvName | None = Field(None, examples=["REGISTRY_USERNAME"])
     """The secret holding the username."""
-    password_secret: EnvName = Field(examples=["REGISTRY_PASSWORD"])
+    password_secret: EnvName | None = Field(None, examples=["REGISTRY_PASSWORD"])
     """The secret holding the password or token."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> RegistryLogin:
+        secrets = (self.username_secret, self.password_secret)
+        if self.tcr is not None and any(secrets):
+            raise field_problem("tcr", "is a login of its own: drop username_secret and password_secret, or tcr")
+        if self.tcr is None and None in secrets:
+            missing = "password_secret" if self.password_secret is None else "username_secret"
+            raise field_problem(missing, "is missing: a login is tcr: <instance id>, or both username_secret and "
+                                         "password_secret")
+        if self.tcr is None and self.username_secret == self.password_secret:
+            raise field_problem("password_secret", "names the same secret as username_secret")
+        return self
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The job's secrets this login holds (the agent's alone, never the training's)."""
+        return tuple(name for name in (self.username_secret, self.password_secret) if name is not None)
 
 
 class ContainerSpec(SpecModel):
@@ -67,8 +89,14 @@ class ContainerSpec(SpecModel):
     """The container's own /dev/shm of this size (k, m or g). Unset: the host's IPC namespace (``--ipc host``),
     which NCCL's shared-memory transport wants."""
 
+    @property
+    def tcr(self) -> str | None:
+        """The enterprise instance the nodes log in to with the controller's token (login.tcr)."""
+        return self.login.tcr if self.login is not None else None
+
     @model_validator(mode="after")
-    def _login_apart(self) -> ContainerSpec:
-        if self.login is not None and self.login.username_secret == self.login.password_secret:
-            raise field_problem("login.password_secret", "names the same secret as username_secret")
+    def _tcr_domain(self) -> ContainerSpec:
+        if self.login is not None and self.login.tcr is not None and not image_host(self.image).endswith(TCR_SUFFIX):
+            raise field_problem("login.tcr", f"logs in to an enterprise instance, but the image is on "
+                                             f"{image_host(self.image)}: name it <instance name>{TCR_SUFFIX}/...")
         return self

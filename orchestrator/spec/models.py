@@ -162,7 +162,7 @@ class JobSpec(SpecModel):
         if container is not None and container.login is not None:
             for field in ("username_secret", "password_secret"):
                 name = getattr(container.login, field)
-                if name not in secrets:
+                if name is not None and name not in secrets:
                     raise field_problem(f"login.{field}", f"{name} is not one of the job's secrets. add it to "
                                                           "secrets (its value is read from your environment when "
                                                           "you submit)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import AgentConfig, CosAccess, JobLayout, Location, TemporaryKeys, checkpoints_location
+from ..contract import AgentConfig, CosAccess, JobLayout, Location, RegistryToken, TemporaryKeys, checkpoints_location
 from ..plan.models import Placement, Plan
 from ..providers.tencent import sts
 from ..spec.models import JobSpec
@@ -52,9 +52,11 @@ def federation_name(job_id: str) -> str:
 
 
 def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attempt: int, placement: Placement,
-                  keys: TemporaryKeys | None, credentials_url: str | None) -> list[AgentConfig]:
-    """Every node's agent.json of ``attempt`` on ``placement``. ``keys`` and ``credentials_url`` are None when the
-    instances have a CAM role (``spec.cam_role``): the agents take the role's keys from the metadata service."""
+                  keys: TemporaryKeys | None, credentials_url: str | None,
+                  registry: RegistryToken | None = None) -> list[AgentConfig]:
+    """Every node's agent.json of ``attempt`` on ``placement``. ``keys`` is None when the instances have a CAM role
+    (``spec.cam_role``): the agents take the role's keys from the metadata service; ``credentials_url`` is None
+    too unless a registry token (container.login.tcr) is rotated through it."""
     layout = JobLayout(job_id)
     where = locations(job_id, spec, plan.state_bucket)
     role = spec.cam_role
@@ -74,6 +76,7 @@ def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attemp
             cos=cos,
             keys=keys,
             credentials_url=credentials_url,
+            registry=registry,
             workdir_archive_key=layout.workdir_archive,
             signal_key=layout.signal(attempt, node),
             spec=spec.model_dump(mode="json"),

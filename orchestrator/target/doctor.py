@@ -115,9 +115,11 @@ def _network_check(sdk: TencentSdk, region: str, vpc: str | None, group: str | N
 
 def _permission(probed: probes.Probed) -> Check:
     name = f"permission {probed.action}"
+    fix = f"add name/{probed.action} to the keys' policy (see {POLICY})"
+    if probed.answer == probes.Answer.DENIED and probed.needed_by is not None:
+        return Check(name, True, f"refused ({probed.detail}); needed only by {probed.needed_by}: {fix}")
     if probed.answer == probes.Answer.DENIED:
-        return Check(name, False, f"refused ({probed.detail})",
-                     f"add name/{probed.action} to the keys' policy (see {POLICY})")
+        return Check(name, False, f"refused ({probed.detail})", fix)
     return Check(name, True, probed.answer.value + (f": {probed.detail}" if probed.detail else ""))
 
 

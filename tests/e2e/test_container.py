@@ -1,8 +1,10 @@
 """Bring your own container (issue 32), through the CLI: the image is pushed to the emulator's registry, and every
-node logs in with the job's secrets, pulls it, and trains inside it (2-process DDP). A spot reclaim with notice
-is checkpointed from inside the container and resumed in a new container on a new instance, with the losses of
-the same training run through without a stop; a wrong image, a refused login and a container that exits non-zero
-each end the job with one reason and its exit code, and leave no instance, container or process behind."""
+node logs in, pulls it, and trains inside it (2-process DDP). A spot reclaim with notice is checkpointed from inside
+the container and resumed in a new container on a new instance, with the losses of the same training run through
+without a stop; the login there is a TCR enterprise instance's temporary token, which the controller issues. A
+wrong image, a refused login (the personal edition's password, in two of the job's secrets) and a container that
+exits non-zero each end the job with one reason and its exit code, and leave no instance, container or process
+behind."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.providers.tencent import StaticCredential, TencentSdk
 from tests.agent.conftest import LIGHT
 from tests.containers import REPO, Pusher, base_layer, code_layer
 from tests.e2e.conftest import Cli
@@ -25,20 +28,26 @@ from tests.e2e.test_spot import NOTICE, PACE, STEPS, attempt_log, finish
 
 pytestmark = [pytest.mark.e2e, pytest.mark.container]
 
-REGISTRY = "ccr.ccs.tencentyun.com"
+REGISTRY = "ccr.ccs.tencentyun.com"  # the personal edition: a password set in the console
 REPOSITORY = "cvmjob/train"
 IMAGE = f"{REGISTRY}/{REPOSITORY}:1.0"
+ENTERPRISE = "cvmjob-team"  # an enterprise instance: cvmjob-team.tencentcloudcr.com, logged in to with tokens
+TCR_IMAGE = f"{ENTERPRISE}.tencentcloudcr.com/{REPOSITORY}:1.0"
 _LOSS = re.compile(r"^step=(\d+) loss=(\S+)", re.MULTILINE)
 
 
-@pytest.fixture
-def registry(cli: Cli, tmp_path: Path) -> str:
-    """The test image in the emulator's registry, behind the account's password; the CLI's environment holds the
-    login the job's secrets name. Returns the password."""
+def _need_podman() -> None:
     if shutil.which("podman") is None or os.geteuid() != 0:
         if os.environ.get("CI"):
             pytest.fail("the container tests need Podman, as root: `make system` installs it (as root, on Debian)")
         pytest.skip("Podman as root is needed (apt-get install podman runc); CI runs this")
+
+
+@pytest.fixture
+def registry(cli: Cli, tmp_path: Path) -> str:
+    """The test image in the personal edition, behind the account's password; the CLI's environment holds the
+    login the job's secrets name. Returns the password."""
+    _need_podman()
     password = f"registry-{secrets.token_hex(8)}"
     username = cli.emulator.admin.set_registry_password(password)
     Pusher(cli.emulator.endpoint, REGISTRY, username, password).push(
@@ -47,13 +56,28 @@ def registry(cli: Cli, tmp_path: Path) -> str:
     return password
 
 
-def container_job(tmp_path: Path, image: str = IMAGE) -> Path:
-    """The quickstart (with paced.py and tiny.py) in ``image``, logged in with two of its secrets."""
+@pytest.fixture
+def enterprise(cli: Cli, tmp_path: Path) -> str:
+    """The test image in a TCR enterprise instance, pushed with a long-term token as a user's CI would; the job
+    logs in with the controller's temporary ones. Returns the instance's id."""
+    _need_podman()
+    instance = cli.emulator.admin.add_tcr_instance(ENTERPRISE)
+    sdk = TencentSdk(StaticCredential(cli.emulator.secret_id, cli.emulator.secret_key), instance["region"],
+                     endpoint=cli.emulator.endpoint)
+    login = sdk.call("tcr", "CreateInstanceToken", {"RegistryId": instance["registry_id"], "TokenType": "longterm"})
+    Pusher(cli.emulator.endpoint, instance["domain"], login["Username"], login["Token"]).push(
+        REPOSITORY, "1.0", [base_layer(), code_layer(tmp_path)])
+    return instance["registry_id"]
+
+
+def container_job(tmp_path: Path, image: str = IMAGE, tcr: str | None = None) -> Path:
+    """The quickstart (with paced.py and tiny.py) in ``image``, logged in with the controller's token of the
+    enterprise instance ``tcr``, or else with two of its secrets."""
     spec = job_folder(tmp_path)
-    spec.write_text(spec.read_text() + (
-        "secrets: [REGISTRY_USERNAME, REGISTRY_PASSWORD]\n"
-        f"container:\n  image: {image}\n"
-        "  login: {username_secret: REGISTRY_USERNAME, password_secret: REGISTRY_PASSWORD}\n"))
+    login = (f"  login: {{tcr: {tcr}}}\n" if tcr else
+             "  login: {username_secret: REGISTRY_USERNAME, password_secret: REGISTRY_PASSWORD}\n")
+    secrets_line = "" if tcr else "secrets: [REGISTRY_USERNAME, REGISTRY_PASSWORD]\n"
+    spec.write_text(spec.read_text() + secrets_line + f"container:\n  image: {image}\n" + login)
     return spec
 
 
@@ -78,8 +102,8 @@ def uninterrupted_losses(job: Path, tmp_path: Path) -> dict[int, str]:
 
 
 def test_a_container_job_resumes_after_a_reclaim_in_a_new_container_with_the_losses_of_an_uninterrupted_run(
-        cli: Cli, registry: str, tmp_path: Path) -> None:
-    spec = container_job(tmp_path)
+        cli: Cli, enterprise: str, tmp_path: Path) -> None:
+    spec = container_job(tmp_path, TCR_IMAGE, tcr=enterprise)
     overrides = [*spot_overrides(STEPS, every=STEPS, pace=PACE, ddp=True), *NO_SNAPSHOT]
     watch = JobWatch(cli.emulator)
     process = cli.start("run", str(spec), *overrides)
@@ -97,11 +121,12 @@ def test_a_container_job_resumes_after_a_reclaim_in_a_new_container_with_the_los
     assert final["state"] == "SUCCEEDED" and final["attempt"] == 2, final["reason"]
     first_log, second_log = attempt_log(cli, watch.job_id, 1), attempt_log(cli, watch.job_id, 2)
     for log in (first_log, second_log):  # each attempt pulled the image on its own instance, and trained in it
-        assert f"pulled {IMAGE}" in log and "world=2 " in log, log[-3000:]
+        assert f"pulled {TCR_IMAGE}" in log and "world=2 " in log, log[-3000:]
     assert "emergency checkpoint" in watch.result(1)["reason"], watch.result(1)
     emergency = steps_in(first_log)[-1]
     assert 10 <= emergency < STEPS - 1 and steps_in(second_log) == list(range(emergency + 1, STEPS))
-    assert registry not in cli.output() + first_log + second_log  # the login stays the agent's
+    tokens = [c for c in cli.emulator.admin.calls(action="CreateInstanceToken") if c["error"] is None]
+    assert len(tokens) >= 3  # the test's push, then one for each attempt's agents
     assert no_instance_left(cli)
 
     whole = uninterrupted_losses(spec.parent, tmp_path)
@@ -109,18 +134,25 @@ def test_a_container_job_resumes_after_a_reclaim_in_a_new_container_with_the_los
     assert {**losses(first_log), **losses(second_log)} == whole  # bit for bit: the same losses at every step
 
 
+WRONG_IMAGE = f"{ENTERPRISE}.tencentcloudcr.com/cvmjob/nope:1.0"
+
+
 @pytest.mark.parametrize(("case", "state", "said", "code"), [
-    ("wrong-image", "FAILED_SETUP", f"pulling {REGISTRY}/cvmjob/nope:1.0 failed", 125),
+    ("wrong-image", "FAILED_SETUP", f"pulling {WRONG_IMAGE} failed", 125),
     ("refused-login", "FAILED_SETUP", f"{REGISTRY} refused the login", 125),
     ("failing-container", "FAILED", "the training exited with 3", 3),
 ])
 def test_a_container_job_that_cannot_train_fails_with_one_reason_and_leaves_nothing(
-        cli: Cli, registry: str, tmp_path: Path, case: str, state: str, said: str, code: int) -> None:
-    image = f"{REGISTRY}/cvmjob/nope:1.0" if case == "wrong-image" else IMAGE
-    spec = container_job(tmp_path, image)
-    sets = ["--set", "train.command=exec python3 -c 'import sys; sys.exit(3)'"] if case == "failing-container" else []
+        cli: Cli, request: pytest.FixtureRequest, tmp_path: Path, case: str, state: str, said: str,
+        code: int) -> None:
     if case == "refused-login":
-        cli.extra_env["REGISTRY_PASSWORD"] = registry + "-wrong"
+        password = request.getfixturevalue("registry")
+        cli.extra_env["REGISTRY_PASSWORD"] = password + "-wrong"
+        spec = container_job(tmp_path)
+    else:
+        tcr = request.getfixturevalue("enterprise")
+        spec = container_job(tmp_path, WRONG_IMAGE if case == "wrong-image" else TCR_IMAGE, tcr=tcr)
+    sets = ["--set", "train.command=exec python3 -c 'import sys; sys.exit(3)'"] if case == "failing-container" else []
     result = cli.run("run", str(spec), *NO_SNAPSHOT, *sets, "--set", "train.max_restarts=0", timeout=300)
     assert result.returncode != 0, result.stdout[-3000:]
     final = cli.status()
@@ -128,3 +160,16 @@ def test_a_container_job_that_cannot_train_fails_with_one_reason_and_leaves_noth
     assert said in final["reason"], final["reason"]
     assert final["result"]["exit_code"] == code, final["result"]
     assert no_instance_left(cli)
+    if case == "refused-login":
+        assert cli.extra_env["REGISTRY_PASSWORD"] not in result.stdout + result.stderr
+
+
+def test_a_tcr_instance_the_region_does_not_have_fails_the_job_before_any_instance_is_launched(cli: Cli,
+                                                                                              tmp_path: Path) -> None:
+    spec = container_job(tmp_path, TCR_IMAGE, tcr="tcr-00000000")
+    result = cli.run("run", str(spec), *NO_SNAPSHOT, timeout=120)
+    assert result.returncode != 0, result.stdout[-3000:]
+    final = cli.status()
+    assert final["state"] == "FAILED_ERROR", final
+    assert "container.login.tcr" in final["reason"] and "has no container registry tcr-00000000" in final["reason"]
+    assert cli.emulator.admin.instances() == []  # every instance the account ever had: none

@@ -13,6 +13,7 @@ from tencentcloud.common.profile.client_profile import ClientProfile
 from tencentcloud.common.profile.http_profile import HttpProfile
 from tencentcloud.cvm.v20170312 import cvm_client
 from tencentcloud.sts.v20180813 import sts_client
+from tencentcloud.tcr.v20190924 import tcr_client
 from tencentcloud.vpc.v20170312 import vpc_client
 
 from tests.emulator_process import EmulatorProcess
@@ -58,6 +59,11 @@ def vpc(emulator: EmulatorProcess) -> Any:
 @pytest.fixture
 def sts(emulator: EmulatorProcess) -> Any:
     return sts_client.StsClient(cred(emulator), REGION, profile(emulator))
+
+
+@pytest.fixture
+def tcr(emulator: EmulatorProcess) -> Any:
+    return tcr_client.TcrClient(cred(emulator), REGION, profile(emulator))
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
 """The admin API's routes, under a path no Tencent API uses: reset, the clock, faults, rate limits, spot reclaims,
-stock, the spot quota (what a ticket to Tencent changes), the container registry's password (what the console
-sets), the long-term key's CAM policy (what a sub-account's key is allowed), the call log, the ledger and the
-balance, seeding example data into COS, the OIDC providers and roles of AssumeRoleWithWebIdentity, and settings
-(the load-test switch ``PUT settings {"run_user_data": false}``: instances boot without running any process).
-Callers prove they own the account with ``Authorization: Bearer <SecretKey>`` (instances only ever hold temporary
-keys, so a job cannot reclaim itself or rewind the clock). That key is private to the emulator's user (keys.py):
-whoever holds it runs code as that user, through RunInstances as through these routes. The state file is written
-after every call that is not a GET."""
+stock, the spot quota (what a ticket to Tencent changes), the container registry's password and enterprise instances
+(what the console sets and buys), the long-term key's CAM policy (what a sub-account's key is allowed), the call
+log, the ledger and the balance, seeding example data into COS, the OIDC providers and roles of
+AssumeRoleWithWebIdentity, and settings (the load-test switch ``PUT settings {"run_user_data": false}``: instances
+boot without running any process). Callers prove they own the account with ``Authorization: Bearer <SecretKey>``
+(instances only ever hold temporary keys, so a job cannot reclaim itself or rewind the clock). That key is private
+to the emulator's user (keys.py): whoever holds it runs code as that user, through RunInstances as through these
+routes. The state file is written after every call that is not a GET."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from ..catalog import REGIONS
 from ..config import DEFAULT_REGION
 from ..cos.seed import SeedError, seed
 from ..registry.auth import PERSONAL
@@ -155,6 +156,17 @@ def _registry_password(cloud: Cloud, body: Body, request: web.Request) -> Any:
     return {"registry": registry, "username": cloud.config.uin}
 
 
+def _tcr_instance(cloud: Cloud, body: Body, request: web.Request) -> Any:
+    """{"name": ..., "region": <optional>}: an enterprise instance of Tencent Container Registry, as the console
+    buys one; its domain is <name>.tencentcloudcr.com, and CreateInstanceToken logs in to it."""
+    unknown = set(body) - {"name", "region"}
+    name, region = body.get("name"), str(body.get("region") or DEFAULT_REGION)
+    if unknown or not isinstance(name, str) or region not in REGIONS:
+        raise ValueError(f"send {{'name': <instance name>, 'region': <one of {', '.join(REGIONS)}, optional>}}")
+    instance = cloud.registry.logins.enterprise.create(name, region)
+    return {"registry_id": instance.registry_id, "domain": instance.domain, "region": instance.region}
+
+
 def _cam_policy(cloud: Cloud, body: Body, request: web.Request) -> Any:
     policy = cloud.iam.account_policy
     return {"policy": None if policy is None else {"version": "2.0", "statement": list(policy.statements)}}
@@ -249,6 +261,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("PUT", "stock"): _stock,
     ("PUT", "quota"): _quota,
     ("PUT", "registry/password"): _registry_password,
+    ("POST", "registry/instances"): _tcr_instance,
     ("GET", "cam/policy"): _cam_policy,
     ("PUT", "cam/policy"): _set_cam_policy,
     ("POST", "launch-failures"): _launch_failures,

@@ -2,7 +2,8 @@
 
 Tencent Container Registry's personal edition, ``ccr.ccs.tencentyun.com``, logs in with the account's UIN and a
 password set in the console (``docker login ccr.ccs.tencentyun.com --username=<account id>``, realcloud.md §5.2);
-the admin API's ``PUT registry/password`` stands in for the console. Every repository is private: no anonymous pull.
+the admin API's ``PUT registry/password`` stands in for the console. An enterprise instance's domain also takes the
+temporary tokens of CreateInstanceToken (enterprise.py). Every repository is private: no anonymous pull.
 A client logs in the Docker way: ``GET /v2/`` answers 401 with a ``Bearer`` challenge naming the token service,
 which takes the login (HTTP Basic) and answers a token for the scopes asked (``repository:<name>:pull,push``).
 """
@@ -15,6 +16,7 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
+from .enterprise import Enterprise
 from .store import RegistryError
 
 PERSONAL = "ccr.ccs.tencentyun.com"
@@ -35,12 +37,17 @@ class Logins:
     uin: str
     passwords: dict[str, str] = field(default_factory=dict)  # registry host -> the account's password there
     tokens: dict[str, Grant] = field(default_factory=dict)
+    enterprise: Enterprise = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.enterprise = Enterprise(self.uin)
 
     def set_password(self, registry: str, password: str) -> None:
         self.passwords[registry] = password
 
-    def login(self, registry: str, authorization: str) -> str:
-        """The user an HTTP Basic ``authorization`` logs in as; RegistryError when it does not."""
+    def login(self, registry: str, authorization: str, now: float) -> str:
+        """The user an HTTP Basic ``authorization`` logs in as (the account's password there, or a token of the
+        enterprise instance there); RegistryError when it does not."""
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "basic":
             raise RegistryError("UNAUTHORIZED", 401, "the token service takes a login (HTTP Basic): docker login")
@@ -48,9 +55,11 @@ class Logins:
             user, _, password = base64.b64decode(value, validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             raise RegistryError("UNAUTHORIZED", 401, "the login is not HTTP Basic") from None
+        if self.enterprise.accepts(registry, user, password, now):
+            return user
         expected = self.passwords.get(registry)
         if user != self.uin or expected is None or not hmac.compare_digest(password, expected):
-            raise RegistryError("UNAUTHORIZED", 401, f"{registry}: wrong username or password")
+            raise RegistryError("UNAUTHORIZED", 401, f"{registry}: wrong username or password (or an expired token)")
         return user
 
     def issue(self, registry: str, user: str, scope: list[str], now: float) -> str:

@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 from aiohttp import web
 
 from .auth import PERSONAL, TOKEN_PATH, TOKEN_SECONDS, Logins, challenge
+from .enterprise import SUFFIX as ENTERPRISE_SUFFIX
 from .store import REPOSITORY, Content, RegistryError
 
-ENTERPRISE_SUFFIX = ".tencentcloudcr.com"
 _API = re.compile(r"/v2/(?P<name>.+?)/(?P<kind>manifests|blobs|blobs/uploads)/(?P<ref>[^/]*)")
 CHUNK = 1 << 20
 
@@ -30,6 +30,9 @@ class Registry:
 
     async def handle(self, request: web.Request, host: str, now: float) -> web.StreamResponse:
         path = urlsplit(request.raw_path).path
+        if host.endswith(ENTERPRISE_SUFFIX) and self.logins.enterprise.at(host) is None:
+            return web.Response(status=502, reason="Unknown Host",
+                                text=f"{host} does not resolve: no enterprise instance of this account has that name\n")
         try:
             if path == TOKEN_PATH:
                 return self._token(request, host, now)
@@ -57,7 +60,7 @@ class Registry:
 
     def _token(self, request: web.Request, host: str, now: float) -> web.Response:
         query = parse_qs(urlsplit(request.raw_path).query)
-        user = self.logins.login(host, request.headers.get("Authorization", ""))
+        user = self.logins.login(host, request.headers.get("Authorization", ""), now)
         token = self.logins.issue(host, user, query.get("scope", []), now)
         return _json({"token": token, "access_token": token, "expires_in": TOKEN_SECONDS})
 

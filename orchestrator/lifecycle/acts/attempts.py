@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...contract import (
     CredentialsDoc,
+    RegistryToken,
     TemporaryKeys,
 )
 from ...plan.models import Placement
-from ...providers.tencent import sts
-from ...providers.tencent.errors import AuthError
+from ...providers.tencent import registry, sts
+from ...providers.tencent.errors import AuthError, InvalidRequestError, NotFoundError
 from ...providers.tencent.retry import retrying
 from ...providers.tencent.vocabulary import ChargeType
+from ...spec.container import image_host
 from ...staging import agent_config, bundle
 from ...staging.launch import client_token
 from ...state.home import cvmjob_home
@@ -29,6 +31,20 @@ from ..actions import (
 )
 from ..observation import KeysRefused
 from .base import CREDENTIAL_SECONDS, AgentKeysRefused, ExecutorBase, Next, PermanentFailure, keys_refusal, pool_holder
+
+
+@dataclass(frozen=True)
+class Issued:
+    """What credentials.json holds for an attempt's agents."""
+
+    keys: TemporaryKeys | None
+    registry: RegistryToken | None
+
+    @property
+    def expires_at(self) -> int | None:
+        """When the first of them expires (None: there are none)."""
+        ends = [c.expires_at for c in (self.keys, self.registry) if c is not None]
+        return min(ends) if ends else None
 
 
 class Attempts(ExecutorBase):
@@ -73,7 +89,7 @@ class Attempts(ExecutorBase):
             if p.charge_type == ChargeType.RESERVED:
                 record = self._claim_pool_member(record)
             self.store.put_node(self.token, record)
-        keys = self._write_agent_configs(job, attempt, p)
+        issued = self._write_agent_configs(job, attempt, p)
         self.store.transition(
             self.job_id,
             self.token,
@@ -82,7 +98,7 @@ class Attempts(ExecutorBase):
             f"attempt {attempt}: {p.label()} ({action.reason})",
             self.now(),
             attempt=attempt,
-            **self._keys_on_record(keys),
+            **self._keys_on_record(issued),
         )
         self.emit(
             "launch",
@@ -129,24 +145,42 @@ class Attempts(ExecutorBase):
             secret_id=creds.secret_id, secret_key=creds.secret_key, token=creds.token, expires_at=creds.expires_at
         )
 
-    def _write_credentials(self, attempt: int) -> TemporaryKeys:
+    def _issue_registry_token(self) -> RegistryToken | None:
+        """container.login.tcr: a temporary login to the enterprise instance, at the domain the image names."""
+        container = self.spec.container
+        registry_id = container.tcr if container is not None else None
+        if container is None or registry_id is None:
+            return None
         try:
-            keys = self._issue_keys()
+            token = retrying(lambda: registry.instance_token(self.sdk, registry_id))
+        except AuthError as exc:
+            raise AgentKeysRefused(f"the cloud refused a login to the container registry {registry_id} "
+                                   f"({exc.code}: {exc.message}); the controller's key needs the CAM action "
+                                   "tcr:CreateInstanceToken") from exc
+        except (NotFoundError, InvalidRequestError) as exc:
+            raise PermanentFailure(f"container.login.tcr: {exc}") from exc
+        return RegistryToken(registry=image_host(container.image), username=token.username, token=token.token,
+                             expires_at=token.expires_at)
+
+    def _write_credentials(self, attempt: int) -> Issued | None:
+        """credentials.json of ``attempt``: the agents' short-lived COS keys (none with a CAM role) and the
+        registry token of container.login.tcr; None when the agents need neither."""
+        try:
+            keys = None if self.spec.cam_role else self._issue_keys()
         except AuthError as exc:  # the job's own failure (or a retried refresh), never the controller's
             raise AgentKeysRefused(keys_refusal(exc)) from exc
+        issued = Issued(keys, self._issue_registry_token())
+        if issued.expires_at is None:
+            return None
         self.keys_refused = None
-        retrying(
-            lambda: self.state.put_json(
-                self.layout.credentials(attempt), CredentialsDoc(keys=keys).model_dump(mode="json")
-            )
-        )
-        return keys
+        doc = CredentialsDoc(keys=issued.keys, registry=issued.registry).model_dump(mode="json")
+        retrying(lambda: self.state.put_json(self.layout.credentials(attempt), doc))
+        return issued
 
-    def _write_agent_configs(self, job: JobRecord, attempt: int, placement: Placement) -> TemporaryKeys | None:
-        """Every node's agent.json of ``attempt`` on ``placement``; the short-lived keys they carry (None with a CAM
-        role)."""
-        role = self.spec.cam_role
-        keys = None if role else self._write_credentials(attempt)
+    def _write_agent_configs(self, job: JobRecord, attempt: int, placement: Placement) -> Issued | None:
+        """Every node's agent.json of ``attempt`` on ``placement``; the credentials they carry (None with a CAM
+        role and no registry token)."""
+        issued = self._write_credentials(attempt)
         wanted = self.spec.checkpoints.resume_from
         if attempt == 1 and wanted is not None and self.plan.resume_from is None:  # latest-of: found no job then
             said = f"checkpoints.resume_from {wanted}: no such job had a complete checkpoint at plan time; starts fresh"
@@ -154,31 +188,38 @@ class Attempts(ExecutorBase):
             self.emit("checkpoints", said)
         layout = self.layout
         credentials_url = (
-            None if role else self.state.presigned_get_url(layout.credentials(attempt), self._presign_seconds(job))
+            None if issued is None
+            else self.state.presigned_get_url(layout.credentials(attempt), self._presign_seconds(job))
         )
         configs = agent_config.agent_configs(self.job_id, self.spec, self.plan, self.target, attempt, placement,
-                                             keys, credentials_url)
+                                             issued.keys if issued else None, credentials_url,
+                                             issued.registry if issued else None)
         for config in configs:
             key, doc = layout.agent_config(attempt, config.node_rank), config.model_dump(mode="json")
             retrying(functools.partial(self.state.put_json, key, doc))
-        return keys
+        return issued
 
-    def _keys_on_record(self, keys: TemporaryKeys | None) -> dict[str, float]:
-        """The job's columns that tell decide() when the agents' keys were issued and expire (it rotates them)."""
-        return {} if keys is None else {"keys_issued_at": self.now(), "keys_expire_at": float(keys.expires_at)}
+    def _keys_on_record(self, issued: Issued | None) -> dict[str, float]:
+        """The job's columns that tell decide() when the agents' credentials were issued and when the first of
+        them expires (it rotates them)."""
+        if issued is None or issued.expires_at is None:
+            return {}
+        return {"keys_issued_at": self.now(), "keys_expire_at": float(issued.expires_at)}
 
     def _refresh_credentials(self, action: RefreshCredentials) -> Next:
         refused = self.keys_refused
         try:
-            keys = self._write_credentials(self.job().attempt)
-        except AgentKeysRefused as exc:
+            issued = self._write_credentials(self.job().attempt)
+        except PermanentFailure as exc:  # refused, or the registry gone: the agents' credentials still last
             self._keys_refused(str(exc))
             return Next.CONTINUE
-        self.store.update(self.job_id, self.token, self.now(), **self._keys_on_record(keys))
+        self.store.update(self.job_id, self.token, self.now(), **self._keys_on_record(issued))
+        what = " and ".join(name for name, given in (("COS keys", issued and issued.keys),
+                                                     ("a registry token", issued and issued.registry)) if given)
         if refused is not None:
             self.store.note(self.job_id, self.token, "credentials",
-                            f"new COS keys issued to the agents after {refused.tries} refusal(s)", self.now())
-        self.emit("credentials", f"issued fresh short-lived COS keys to the agents ({action.reason})")
+                            f"new {what} issued to the agents after {refused.tries} refusal(s)", self.now())
+        self.emit("credentials", f"issued fresh {what} to the agents ({action.reason})")
         return Next.CONTINUE
 
     def _keys_refused(self, reason: str) -> None:

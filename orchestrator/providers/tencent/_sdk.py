@@ -45,6 +45,7 @@ _PRODUCTS: dict[str, str] = {
     "vpc": "tencentcloud.vpc.v20170312",
     "sts": "tencentcloud.sts.v20180813",
     "billing": "tencentcloud.billing.v20180709",
+    "tcr": "tencentcloud.tcr.v20190924",
 }
 
 

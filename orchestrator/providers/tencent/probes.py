@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
 
-from . import billing, buckets, compute, errors, images, network, sts
+from . import billing, buckets, compute, errors, images, network, registry, sts
 from ._sdk import TencentSdk
 
 NO_INSTANCE = "ins-00000000"  # ids of the documented form that name nothing
 NO_IMAGE = "img-00000000"
 NO_GROUP = "sg-00000000"
+NO_REGISTRY = "tcr-00000000"
 
 
 class Answer(Enum):
@@ -38,6 +39,11 @@ class Probed:
     action: str  # as CAM names it, without "name/"
     answer: Answer
     detail: str = ""  # the refusal, or why it was not asked
+
+    @property
+    def needed_by(self) -> str | None:
+        """The jobs that need the action, when not all do."""
+        return OPTIONAL.get(self.action)
 
 
 def _terminate(sdk: TencentSdk, p: Probing) -> None:
@@ -109,6 +115,11 @@ PROBES: dict[str, Callable[[TencentSdk, Probing], object]] = {
     "billing:DescribeAccountBalance": lambda sdk, p: billing.account_balance(sdk),
     "billing:DescribeBillResourceSummary": _bill,
     "cos:GetService": lambda sdk, p: buckets.regions(sdk),
+    "tcr:CreateInstanceToken": lambda sdk, p: registry.instance_token(sdk, NO_REGISTRY),
+}
+# Needed by some jobs only: a refusal is said, and does not stop the others.
+OPTIONAL = {
+    "tcr:CreateInstanceToken": "jobs whose container.login names a registry with tcr: <instance id>",
 }
 # Writes with no harmless form: when each is needed, and what takes its place meanwhile.
 UNASKED = {

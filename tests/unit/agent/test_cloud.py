@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.agent import cloud
 from orchestrator.agent.cloud import RoleKeys, StsKeys, bypass_proxy_for
-from orchestrator.contract import CredentialsDoc, TemporaryKeys
+from orchestrator.contract import AgentConfig, CosAccess, CredentialsDoc, Location, RegistryToken, TemporaryKeys
 from orchestrator.providers.tencent import RefreshingCredential
 
 
@@ -21,9 +21,15 @@ def keys(n: int, expires_at: float) -> TemporaryKeys:
     return TemporaryKeys(secret_id=f"AKID{n}", secret_key=f"key{n}", token=f"token{n}", expires_at=int(expires_at))
 
 
+def registry(n: int, expires_at: float) -> RegistryToken:
+    return RegistryToken(registry="team.tencentcloudcr.com", username="100000000001", token=f"tcr{n}",
+                         expires_at=int(expires_at))
+
+
 @pytest.fixture
 def credentials_server() -> Iterator[tuple[str, list[TemporaryKeys | None]]]:
-    """Serves credentials.json as a presigned URL would; the test sets what it holds (None: a 503)."""
+    """Serves credentials.json as a presigned URL would; the test sets what it holds (None: a 503), with a
+    registry token that expires with the keys."""
     held: list[TemporaryKeys | None] = [None]
 
     class Handler(BaseHTTPRequestHandler):
@@ -33,7 +39,8 @@ def credentials_server() -> Iterator[tuple[str, list[TemporaryKeys | None]]]:
                 self.send_response(503)
                 self.end_headers()
                 return
-            body = CredentialsDoc(keys=doc).model_dump_json().encode()
+            number = int(doc.secret_id.removeprefix("AKID"))
+            body = CredentialsDoc(keys=doc, registry=registry(number, doc.expires_at)).model_dump_json().encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -59,6 +66,24 @@ def test_sts_keys_start_from_agent_json_and_renew_from_the_credentials_url(
     assert cred.get_credential_info() == ("AKID2", "key2", "token2")
     held[0] = keys(3, time.time() + 7200)
     assert cred.secret_id == "AKID2"  # fresh for two hours: no fetch
+
+
+def test_the_registry_token_is_agent_jsons_while_it_lasts_then_the_controllers_latest(
+        credentials_server: tuple[str, list[TemporaryKeys | None]]) -> None:
+    url, held = credentials_server
+    now = time.time()
+    where = Location(bucket="cvmjob-ap-guangzhou-1250000000", prefix="cvmjob/j/")
+    cfg = AgentConfig(job_id="j", job_name="j", attempt=1, node_rank=0, nnodes=1, state=where, checkpoints=where,
+                      outputs=where, cos=CosAccess(region="ap-guangzhou", appid="1250000000"), spec={},
+                      keys=keys(1, now + 3600), credentials_url=url, registry=registry(1, now + 3600))
+    assert cloud.registry_token(cfg, now) == cfg.registry  # an hour left: no fetch
+    late = now + 3300  # ten minutes left is too little for a pull
+    assert cloud.registry_token(cfg, late) == cfg.registry  # the URL answers 503: the one there is
+    held[0] = keys(2, now + 7200)
+    token = cloud.registry_token(cfg, late)
+    assert token is not None and token.token == "tcr2"
+    assert "tcr1" not in repr(cfg)  # a token is never in a repr, a log line or a traceback
+    assert cloud.registry_token(cfg.model_copy(update={"registry": None}), now) is None
 
 
 def test_role_keys_come_from_the_metadata_service() -> None:

@@ -52,6 +52,15 @@ def test_the_documented_policy_is_enough_and_each_of_its_actions_is_needed(cloud
     assert fix == "add name/cvm:TerminateInstances to the keys' policy (see docs/cam/controller.json)"
 
 
+def test_a_permission_only_some_jobs_need_is_said_refused_without_failing(cloud: EmulatorProcess) -> None:
+    cloud.admin.set_account_policy(controller_policy(cloud.appid, without="name/tcr:CreateInstanceToken"))
+    checks = api.doctor("ap-guangzhou")
+    assert failed(checks) == []
+    [line] = [c.detail for c in checks if c.name == "permission tcr:CreateInstanceToken"]
+    assert line.startswith("refused (AuthFailure.UnauthorizedOperation") and "container.login" in line
+    assert "add name/tcr:CreateInstanceToken to the keys' policy" in line
+
+
 def test_a_spot_quota_that_holds_no_gpu_type_fails_naming_the_ticket(cloud: EmulatorProcess) -> None:
     cloud.admin.set_spot_quota(4)
     [(name, detail, fix)] = failed(api.doctor("ap-guangzhou"))

@@ -169,7 +169,7 @@ def test_an_attempts_keys_are_on_record_for_decide_and_a_refresh_replaces_them(r
     assert run.executor.run(A.RefreshCredentials("a test")) is Next.CONTINUE
     second = run.store.get(run.job_id)
     assert second is not None and second.keys_issued_at is not None and second.keys_issued_at >= first.keys_issued_at
-    assert ("credentials", "issued fresh short-lived COS keys to the agents (a test)") in run.told
+    assert ("credentials", "issued fresh COS keys to the agents (a test)") in run.told
 
 
 def test_a_refused_refresh_is_said_once_naming_the_permission_and_the_controller_goes_on(run: Run) -> None:

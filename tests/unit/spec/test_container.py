@@ -1,5 +1,5 @@
-"""``container:`` in the spec: a tagged image reference (never ``latest``), a login through two of the job's
-secrets; a bad one is one line at its field."""
+"""``container:`` in the spec: a tagged image reference (never ``latest``), a login to a TCR enterprise instance or
+through two of the job's secrets; a bad one is one line at its field."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ def test_an_image_and_its_login_load(write_spec: Callable[[str], Path]) -> None:
     assert load_spec(write_spec(MINIMAL_SPEC)).container is None
 
 
+def test_a_tcr_login_needs_no_secret(write_spec: Callable[[str], Path]) -> None:
+    spec = load_spec(write_spec(MINIMAL_SPEC + "container:\n  image: team.tencentcloudcr.com/t/x:1.0\n"
+                                "  login: {tcr: tcr-a1b2c3d4}\n"))
+    assert spec.container is not None and spec.container.tcr == "tcr-a1b2c3d4"
+    assert spec.container.login is not None and spec.container.login.secrets == ()
+
+
 @pytest.mark.parametrize(("container", "said"), [
     ("  image: Team/Train:1.0\n", "container.image: 'Team/Train:1.0' is not an image reference"),
     ("  image: ccr.ccs.tencentyun.com/t/x\n", "names no tag: add one"),
@@ -34,6 +41,13 @@ def test_an_image_and_its_login_load(write_spec: Callable[[str], Path]) -> None:
     ("  image: ccr.ccs.tencentyun.com/t/x:1\n  login: {username_secret: REGISTRY_PASSWORD, "
      "password_secret: REGISTRY_PASSWORD}\n", "container.login.password_secret: names the same secret"),
     ("  image: ccr.ccs.tencentyun.com/t/x:1\n  registry: tcr-123\n", "container.registry"),
+    ("  image: team.tencentcloudcr.com/t/x:1\n  login: {tcr: tcr-1}\n", "container.login.tcr"),
+    ("  image: ccr.ccs.tencentyun.com/t/x:1\n  login: {tcr: tcr-a1b2c3d4}\n",
+     "container.login.tcr: logs in to an enterprise instance, but the image is on ccr.ccs.tencentyun.com"),
+    ("  image: team.tencentcloudcr.com/t/x:1\n  login: {tcr: tcr-a1b2c3d4, username_secret: REGISTRY_USERNAME}\n",
+     "container.login.tcr: is a login of its own"),
+    ("  image: ccr.ccs.tencentyun.com/t/x:1\n  login: {username_secret: REGISTRY_USERNAME}\n",
+     "container.login.password_secret: is missing"),
 ])
 def test_a_bad_container_is_one_line_at_its_field(write_spec: Callable[[str], Path], container: str,
                                                    said: str) -> None:

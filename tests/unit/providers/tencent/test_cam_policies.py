@@ -48,13 +48,17 @@ def _sources() -> list[ast.AST]:
 
 
 def called_api_actions() -> set[str]:
-    """``service:Action`` for every string in the provider's source that names an action of a product's client."""
+    """``service:Action`` for every string in the provider's source that names an action of a product's client
+    that the module names (the products share action names: TCR has a DescribeInstances too)."""
     clients = {service: _product(service)[0] for service in _PRODUCTS}
     found = set()
     for tree in _sources():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isalnum():
-                found |= {f"{s}:{node.value}" for s, c in clients.items() if callable(getattr(c, node.value, None))}
+        strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str)}
+        named = {s: c for s, c in clients.items() if s in strings}
+        for value in strings:
+            if value.isalnum():
+                found |= {f"{s}:{value}" for s, c in named.items() if callable(getattr(c, value, None))}
     return found
 
 
