@@ -43,14 +43,16 @@ from .plan.configure import settings_for
 from .plan.images import too_old
 from .plan.models import Plan
 from .plan.planner import Facts, NetworkFacts, PlanError, PublicImage, make_plan
+from .plan.registry import registry_unreachable
 from .plan.settings import Settings
 from .policy.loader import load_job
-from .providers.tencent import TencentSdk, buckets, compute, images, network
+from .providers.tencent import TencentSdk, buckets, compute, images, network, registry
 from .providers.tencent.errors import CapacityError, CloudError, NotFoundError, StateConflictError
 from .providers.tencent.retry import retrying
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
+from .spec.container import image_host
 from .spec.secrets import with_secrets
 from .spec.workload import LATEST_OF
 from .staging import bootstrap
@@ -412,6 +414,16 @@ def plan(
     elsewhere, said = retrying(lambda: _check_storage(spec, sdk, plan_), attempts=PLAN_ATTEMPTS)
     plan_ = plan_.model_copy(update={"bucket_regions": elsewhere})
     notes += said
+    if spec.container is not None and (registry_id := spec.container.tcr) is not None:
+        try:
+            linked = retrying(lambda: registry.linked_vpcs(sdk, registry_id), attempts=PLAN_ATTEMPTS)
+        except NotFoundError as exc:
+            raise PlanError([f"container.login.tcr: {spec.region} has no container registry {registry_id}: name an "
+                             f"enterprise instance of {spec.region} (the TCR console lists them), or run the job in "
+                             "the instance's region"]) from exc
+        if (problem := registry_unreachable(registry_id, image_host(spec.container.image), plan_.network,
+                                            linked)) is not None:
+            raise PlanError([problem])
     if (mirror := bootstrap.pip_index(plan_)) is not None:
         notes.append(f"network: no public IP, so pip (the bootstrap's, setup's and the training's) installs from "
                      f"Tencent's in-VPC mirror {mirror}; network.public_ip gives the instances the internet")

@@ -22,6 +22,7 @@ from .api3 import dispatch
 from .api3.dispatch import CallResult, Service
 from .billing import responses as billing_api
 from .billing.models import Billing
+from .catalog import REGIONS
 from .clock import Clock
 from .config import EmulatorConfig
 from .cos.service import Cos
@@ -85,7 +86,7 @@ class Cloud:
                               lambda subnet: any(i.subnet_id == subnet for i in self.cvm.instances.values())),
                 sts_api.build(self.iam, self.web_identity, self.clock.now),
                 billing_api.build(self.billing, self.clock.now, config.uin),
-                tcr_api.build(self.registry.logins.enterprise, self.clock.now),
+                tcr_api.build(self.registry.logins.enterprise, self.clock.now, self._has_subnet),
             )
         }
         # Every API 3.0 call answered, newest last: tests prove what reached (or never reached) the cloud. ``seq``
@@ -93,6 +94,10 @@ class Cloud:
         # can keep the whole log although only the last 10 000 are kept here.
         self.calls: deque[dict[str, Any]] = deque(maxlen=10_000)
         self._call_seq = itertools.count(1)
+
+    def _has_subnet(self, vpc_id: str, subnet_id: str) -> bool:
+        return any(s.vpc_id == vpc_id and s.subnet_id == subnet_id
+                   for region in REGIONS for s in self.cvm.network.subnets(region))
 
     # -- API 3.0 ---------------------------------------------------------------------------------------
     def api_call(self, method: str, target: str, headers: Any, body: bytes) -> CallResult:

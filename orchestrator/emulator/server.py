@@ -6,7 +6,8 @@ and coscmd through HTTP_PROXY), unless an instance asks for a bucket host of ano
 (``_cross_region``); the instance metadata service when the host is ``metadata.tencentyun.com``
 (instances reach it through the proxy the emulator hands them); Tencent Container Registry when it names a
 registry host (``ccr.ccs.tencentyun.com``, through the proxy, over http: the emulator has no certificate for it, so
-its clients list it as an insecure registry); COS ListBuckets for q-signed ``GET /``; and
+its clients list it as an insecure registry), unless an instance without a public IP asks for an enterprise
+instance its VPC has no private access to (``_unlinked``); COS ListBuckets for q-signed ``GET /``; and
 otherwise API 3.0 (path ``/``, TC3-signed, service from the credential scope).
 """
 
@@ -32,6 +33,7 @@ from .connection import reset_connection
 from .cos.buckets import BUCKET_NAME
 from .metadata import service as metadata
 from .registry import wire as registry
+from .registry.auth import PERSONAL
 
 log = logging.getLogger("cvmjob.emulator")
 
@@ -69,6 +71,8 @@ async def front_door(request: web.Request) -> web.StreamResponse:
         if host == mirror.HOST:
             return mirror.handle(request, path, cloud.config.driver_install_seconds)
         if registry.is_registry(host):
+            if _unlinked(request, cloud, host):
+                return mirror.unreachable(host)
             return await cloud.registry.handle(request, host, cloud.clock.now())
     if len(hosts) > 1 and not _ours(hosts[1]):
         return mirror.unreachable(hosts[1])
@@ -87,6 +91,14 @@ def _cross_region(request: web.Request, cloud: Cloud, region: str) -> bool:
     public IP cannot reach. The controller on the host carries no instance's credentials: it reaches every region."""
     rec = metadata.caller(request, cloud)
     return rec is not None and rec.region != region and not rec.internet.get("PublicIpAssigned", False)
+
+
+def _unlinked(request: web.Request, cloud: Cloud, host: str) -> bool:
+    """Whether an instance without a public IP asks for an enterprise registry its VPC has no private access to
+    (ManageInternalEndpoint); the personal edition is reachable from any VPC (realcloud.md §5.2)."""
+    rec = metadata.caller(request, cloud)
+    return (rec is not None and host != PERSONAL and not rec.internet.get("PublicIpAssigned", False)
+            and not cloud.registry.logins.enterprise.reachable_from(host, rec.vpc_id))
 
 
 def _ours(host: str) -> bool:

@@ -64,10 +64,21 @@ def enterprise(cli: Cli, tmp_path: Path) -> str:
     instance = cli.emulator.admin.add_tcr_instance(ENTERPRISE)
     sdk = TencentSdk(StaticCredential(cli.emulator.secret_id, cli.emulator.secret_key), instance["region"],
                      endpoint=cli.emulator.endpoint)
-    login = sdk.call("tcr", "CreateInstanceToken", {"RegistryId": instance["registry_id"], "TokenType": "longterm"})
+    registry_id = instance["registry_id"]
+    login = sdk.call("tcr", "CreateInstanceToken", {"RegistryId": registry_id, "TokenType": "longterm"})
     Pusher(cli.emulator.endpoint, instance["domain"], login["Username"], login["Token"]).push(
         REPOSITORY, "1.0", [base_layer(), code_layer(tmp_path)])
-    return instance["registry_id"]
+    link_default_vpc(sdk, registry_id)
+    return registry_id
+
+
+def link_default_vpc(sdk: TencentSdk, registry_id: str) -> None:
+    """The private access of the region's default VPC to the instance, set up once as a user does: the instances
+    have no public IP."""
+    [vpc] = sdk.call("vpc", "DescribeVpcs", {"Filters": [{"Name": "is-default", "Values": ["true"]}]})["VpcSet"]
+    subnet = sdk.call("vpc", "DescribeSubnets", {"Filters": [{"Name": "vpc-id", "Values": [vpc["VpcId"]]}]})
+    sdk.call("tcr", "ManageInternalEndpoint", {"RegistryId": registry_id, "Operation": "Create",
+                                               "VpcId": vpc["VpcId"], "SubnetId": subnet["SubnetSet"][0]["SubnetId"]})
 
 
 def container_job(tmp_path: Path, image: str = IMAGE, tcr: str | None = None) -> Path:
@@ -164,12 +175,14 @@ def test_a_container_job_that_cannot_train_fails_with_one_reason_and_leaves_noth
         assert cli.extra_env["REGISTRY_PASSWORD"] not in result.stdout + result.stderr
 
 
-def test_a_tcr_instance_the_region_does_not_have_fails_the_job_before_any_instance_is_launched(cli: Cli,
-                                                                                              tmp_path: Path) -> None:
-    spec = container_job(tmp_path, TCR_IMAGE, tcr="tcr-00000000")
-    result = cli.run("run", str(spec), *NO_SNAPSHOT, timeout=120)
-    assert result.returncode != 0, result.stdout[-3000:]
-    final = cli.status()
-    assert final["state"] == "FAILED_ERROR", final
-    assert "container.login.tcr" in final["reason"] and "has no container registry tcr-00000000" in final["reason"]
+def test_a_tcr_instance_the_region_lacks_or_its_vpc_cannot_reach_is_refused_by_the_plan(cli: Cli,
+                                                                                         tmp_path: Path) -> None:
+    unknown = cli.run("run", str(container_job(tmp_path, TCR_IMAGE, tcr="tcr-00000000")), *NO_SNAPSHOT, timeout=120)
+    assert unknown.returncode != 0
+    assert "container.login.tcr: ap-guangzhou has no container registry tcr-00000000" in unknown.stderr, unknown.stderr
+    unlinked = cli.emulator.admin.add_tcr_instance(ENTERPRISE)["registry_id"]
+    refused = cli.run("run", str(container_job(tmp_path / "unlinked", TCR_IMAGE, tcr=unlinked)), *NO_SNAPSHOT,
+                      timeout=120)
+    assert refused.returncode != 0
+    assert "no public IP" in refused.stderr and "ManageInternalEndpoint" in refused.stderr, refused.stderr
     assert cli.emulator.admin.instances() == []  # every instance the account ever had: none

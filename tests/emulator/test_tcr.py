@@ -1,6 +1,7 @@
 """Tencent Container Registry's enterprise edition on the emulator (registry/enterprise.py, registry/api.py): an
 instance bought through the admin API is a registry at <name>.tencentcloudcr.com; CreateInstanceToken, through the
-official SDK, answers a login to it that the registry's token service takes for an hour, in its region only."""
+official SDK, answers a login to it that the registry's token service takes for an hour, in its region only; an
+instance without a public IP reaches it only from a VPC ManageInternalEndpoint linked to it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentClo
 from tencentcloud.tcr.v20190924 import models
 
 from tests.emulator.conftest import REGION
+from tests.emulator.cvm_support import admin_instance, boot, describe, run_one
 from tests.emulator_process import EmulatorProcess
 
 
@@ -66,3 +68,40 @@ def test_instance_names_follow_the_consoles_rule(emulator: EmulatorProcess) -> N
     for name in ("team-a", "ab", "Team-B", "-team", "team-"):
         with pytest.raises(Exception, match="instance"):
             emulator.admin.add_tcr_instance(name)
+
+
+def call(tcr: Any, action: str, **params: str) -> Any:
+    request = getattr(models, f"{action}Request")()
+    request.from_json_string(json.dumps(params))
+    return getattr(tcr, action)(request)
+
+
+def test_an_instance_without_a_public_ip_reaches_an_enterprise_registry_only_from_a_linked_vpc(
+        emulator: EmulatorProcess, cvm: Any, tcr: Any) -> None:
+    registry = emulator.admin.add_tcr_instance("team-registry")
+    instance_id = run_one(cvm)
+    boot(emulator, cvm, instance_id)
+    record = admin_instance(emulator, instance_id)
+    [described] = describe(cvm, instance_id)
+    vpc_id, subnet_id = described.VirtualPrivateCloud.VpcId, described.VirtualPrivateCloud.SubnetId
+
+    def status() -> int:  # GET /v2/ through the instance's own proxy, as its Podman would
+        answer = requests.get(f"http://{registry['domain']}/v2/", proxies={"http": record["proxy"]}, timeout=10)
+        return answer.status_code
+
+    assert status() == 502  # no link: the domain is the public one, which the instance does not reach
+    assert requests.get("http://ccr.ccs.tencentyun.com/v2/", proxies={"http": record["proxy"]},
+                        timeout=10).status_code == 401  # the personal edition is reachable from any VPC
+    assert call(tcr, "DescribeInternalEndpoints", RegistryId=registry["registry_id"]).TotalCount == 0
+    with pytest.raises(TencentCloudSDKException) as caught:
+        call(tcr, "ManageInternalEndpoint", RegistryId=registry["registry_id"], Operation="Create",
+             VpcId=vpc_id, SubnetId="subnet-00000000")
+    assert caught.value.code == "InvalidParameter"
+    call(tcr, "ManageInternalEndpoint", RegistryId=registry["registry_id"], Operation="Create",
+         VpcId=vpc_id, SubnetId=subnet_id)
+    [access] = call(tcr, "DescribeInternalEndpoints", RegistryId=registry["registry_id"]).AccessVpcSet
+    assert (access.VpcId, access.Status) == (vpc_id, "Running")
+    assert status() == 401  # reached: the registry asks for a login
+    call(tcr, "ManageInternalEndpoint", RegistryId=registry["registry_id"], Operation="Delete",
+         VpcId=vpc_id, SubnetId=subnet_id)
+    assert status() == 502

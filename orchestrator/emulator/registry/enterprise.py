@@ -5,7 +5,8 @@ An instance's name "directly determines the access domain name", ``<name>.tencen
 regional (realcloud.md §5.2). CreateInstanceToken(RegistryId, TokenType) answers ``Username``, ``Token`` and
 ``ExpTime``; a ``temp`` token is valid for one hour (https://www.tencentcloud.com/document/product/1051/45154).
 The admin API's ``POST registry/instances`` stands in for the console's purchase. A domain no instance has is not
-a registry: the proxy answers it as an unknown host.
+a registry: the proxy answers it as an unknown host. An instance without a public IP reaches the registry only
+from a VPC linked to it ("private network access", ManageInternalEndpoint, realcloud.md §5.2).
 """
 
 from __future__ import annotations
@@ -48,6 +49,31 @@ class Enterprise:
     uin: str
     instances: dict[str, Instance] = field(default_factory=dict)  # registry id -> instance
     tokens: dict[str, Token] = field(default_factory=dict)  # token -> what it logs in to, until when
+    links: dict[str, dict[str, str]] = field(default_factory=dict)  # registry id -> {linked VPC: its subnet}
+
+    def instance(self, registry_id: str, region: str) -> Instance:
+        """The instance ``registry_id`` as an API call of ``region`` sees it."""
+        found = self.instances.get(registry_id)
+        if found is None or found.region != region:
+            raise ApiError("ResourceNotFound", f"The instance `{registry_id}` does not exist in {region}.")
+        return found
+
+    def link(self, registry_id: str, region: str, vpc_id: str, subnet_id: str, create: bool) -> None:
+        """ManageInternalEndpoint: a VPC's private access to the instance, created or deleted."""
+        linked = self.links.setdefault(self.instance(registry_id, region).registry_id, {})
+        if create and vpc_id in linked:
+            raise ApiError("FailedOperation.ErrorTcrResourceConflict", f"{vpc_id} is already linked to {registry_id}.")
+        if not create and vpc_id not in linked:
+            raise ApiError("ResourceNotFound", f"{vpc_id} is not linked to {registry_id}.")
+        if create:
+            linked[vpc_id] = subnet_id
+        else:
+            del linked[vpc_id]
+
+    def reachable_from(self, host: str, vpc_id: str) -> bool:
+        """Whether an instance in ``vpc_id`` without a public IP reaches the registry at ``host``."""
+        instance = self.at(host)
+        return instance is not None and vpc_id in self.links.get(instance.registry_id, {})
 
     def create(self, name: str, region: str) -> Instance:
         if not _NAME.match(name):
@@ -66,9 +92,7 @@ class Enterprise:
         """CreateInstanceToken in ``region``: the token and its value."""
         if token_type not in ("temp", "longterm"):
             raise ApiError("InvalidParameterValue", f"TokenType must be temp or longterm, not {token_type!r}.")
-        instance = self.instances.get(registry_id)
-        if instance is None or instance.region != region:
-            raise ApiError("ResourceNotFound", f"The instance `{registry_id}` does not exist in {region}.")
+        self.instance(registry_id, region)
         self.tokens = {t: g for t, g in self.tokens.items() if g.expires > now}
         value = secrets.token_urlsafe(48)
         token = Token(registry_id, self.uin, now + (TEMP_SECONDS if token_type == "temp" else LONG_TERM_SECONDS))
@@ -84,8 +108,9 @@ class Enterprise:
 
     def to_state(self) -> dict[str, Any]:
         return {"instances": [asdict(i) for i in self.instances.values()],
-                "tokens": {t: asdict(g) for t, g in self.tokens.items()}}
+                "tokens": {t: asdict(g) for t, g in self.tokens.items()}, "links": self.links}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.instances = {i["registry_id"]: Instance(**i) for i in state.get("instances", [])}
         self.tokens = {t: Token(**g) for t, g in state.get("tokens", {}).items()}
+        self.links = {r: dict(v) for r, v in state.get("links", {}).items()}

@@ -116,10 +116,12 @@ PROBES: dict[str, Callable[[TencentSdk, Probing], object]] = {
     "billing:DescribeBillResourceSummary": _bill,
     "cos:GetService": lambda sdk, p: buckets.regions(sdk),
     "tcr:CreateInstanceToken": lambda sdk, p: registry.instance_token(sdk, NO_REGISTRY),
+    "tcr:DescribeInternalEndpoints": lambda sdk, p: registry.linked_vpcs(sdk, NO_REGISTRY),
 }
 # Needed by some jobs only: a refusal is said, and does not stop the others.
 OPTIONAL = {
     "tcr:CreateInstanceToken": "jobs whose container.login names a registry with tcr: <instance id>",
+    "tcr:DescribeInternalEndpoints": "jobs whose container.login names a registry with tcr: <instance id>",
 }
 # Writes with no harmless form: when each is needed, and what takes its place meanwhile.
 UNASKED = {
