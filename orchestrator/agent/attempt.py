@@ -329,9 +329,27 @@ class Attempt:
         return end
 
     def _pull(self, spec: ContainerSpec, folders: Folders) -> Container:
-        """Log in (container.login: the controller's TCR token, or two of the job's secrets) and pull the job's
-        image; the container to run it in."""
+        """The job's image on this node: there already (a snapshot of an earlier job keeps the node's images, so
+        image.from_job boots with it), or pulled after the login; the container to run it in."""
         runtime = container.ensure_runtime(self.paths.run_log)
+        size = container.image_size(runtime, spec.image)
+        if size is not None:
+            said = f"{spec.image} is on this node already ({size / 1e6:.0f} MB): not pulled"
+        else:
+            self._login(runtime, spec)
+            seconds = container.pull(runtime, spec.image, self.paths.run_log, self.stop)
+            size = container.image_size(runtime, spec.image)
+            mb = "size unknown" if size is None else f"{size / 1e6:.0f} MB"
+            said = f"pulled {spec.image} in {seconds:.0f} s ({mb})"
+        log.info("%s", said)
+        self.board.set_phase(Phase.PULLING, said)
+        return Container(runtime, spec.image, f"cvmjob-{self.cfg.job_id}-{self.cfg.attempt}-{self.cfg.node_rank}",
+                         mounts=(self.paths.workdir, folders.data, self.paths.progress.parent),
+                         shm_size=spec.shm_size, gpus=gpus.visible_gpu_count() > 0,
+                         rdma=Path("/dev/infiniband").exists())
+
+    def _login(self, runtime: container.Runtime, spec: ContainerSpec) -> None:
+        """container.login: the controller's TCR token, or two of the job's secrets (none: a public image)."""
         login = spec.login
         if login is not None and login.tcr is not None:
             token = registry_token(self.cfg, time.time())
@@ -342,14 +360,6 @@ class Attempt:
         elif login is not None and login.username_secret and login.password_secret:
             container.login(runtime, image_host(spec.image), self._secrets[login.username_secret],
                             self._secrets[login.password_secret])
-        seconds = container.pull(runtime, spec.image, self.paths.run_log, self.stop)
-        size = container.image_size(runtime, spec.image)
-        log.info("pulled %s in %.0f s (%s)", spec.image, seconds,
-                 "size unknown" if size is None else f"{size / 1e6:.0f} MB")
-        return Container(runtime, spec.image, f"cvmjob-{self.cfg.job_id}-{self.cfg.attempt}-{self.cfg.node_rank}",
-                         mounts=(self.paths.workdir, folders.data, self.paths.progress.parent),
-                         shm_size=spec.shm_size, gpus=gpus.visible_gpu_count() > 0,
-                         rdma=Path("/dev/infiniband").exists())
 
     def _training_secrets(self) -> dict[str, str]:
         """The job's secrets less the registry's login, which is the agent's alone."""

@@ -60,9 +60,20 @@ esac
 _DOCKER = r"""#!/bin/bash
 set -eu
 root="$TENCENTCLOUD_EMULATOR_ROOT"
+mkdir -p "$root/usr/bin"
+cat > "$root/usr/bin/docker.new" <<'WRAPPER'
+#!/bin/bash
+# docker.io as the local Tencent Cloud installs it: Podman, with this instance's settings and storage. Every path is
+# the instance's own at each call: a custom image copies this disk into other instances, under other roots.
+set -eu
+root="$TENCENTCLOUD_EMULATOR_ROOT"
 etc="$root/etc/containers"
-mkdir -p "$etc" "$root/var/lib/containers/storage" "$root/run/containers" "$root/root/.docker" "$root/usr/bin"
-cat > "$etc/containers.conf" <<EOF
+if [ "$(cat "$etc/.root" 2>/dev/null || true)" != "$root" ]; then
+  # The first call on this instance: its /run is new (as after a boot), and libpod's database names the old
+  # paths; the images stay.
+  rm -rf "$root/run/containers" "$root/run/libpod" "$root/var/lib/containers/storage/libpod"
+  mkdir -p "$etc" "$root/var/lib/containers/storage" "$root/run/containers" "$root/root/.docker"
+  cat > "$etc/containers.conf" <<CONF
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
 [engine]
@@ -72,14 +83,14 @@ events_logger = "file"
 events_logfile_path = "$root/run/containers/events.log"
 tmp_dir = "$root/run/libpod"
 lock_type = "file"
-EOF
-cat > "$etc/storage.conf" <<EOF
+CONF
+  cat > "$etc/storage.conf" <<CONF
 [storage]
 driver = "overlay"
 graphroot = "$root/var/lib/containers/storage"
 runroot = "$root/run/containers/storage"
-EOF
-cat > "$etc/registries.conf" <<EOF
+CONF
+  cat > "$etc/registries.conf" <<CONF
 unqualified-search-registries = ["docker.io"]
 [[registry]]
 location = "ccr.ccs.tencentyun.com"
@@ -87,16 +98,15 @@ insecure = true
 [[registry]]
 prefix = "*.tencentcloudcr.com"
 insecure = true
-EOF
-cat > "$root/usr/bin/docker.new" <<EOF
-#!/bin/bash
-# docker.io as the local Tencent Cloud installs it: Podman, with this instance's settings and storage.
+CONF
+  echo "$root" > "$etc/.root"
+fi
 export CONTAINERS_CONF="$etc/containers.conf" CONTAINERS_STORAGE_CONF="$etc/storage.conf"
 export CONTAINERS_REGISTRIES_CONF="$etc/registries.conf" REGISTRY_AUTH_FILE="$root/root/.docker/config.json"
 # Every process of the instance carries its marker, those in its containers too: a power-off kills them all.
-if [ "\${1:-}" = run ]; then shift; set -- run --env "TENCENTCLOUD_EMULATOR_ROOT=$root" "\$@"; fi
-exec PODMAN "\$@"
-EOF
+if [ "${1:-}" = run ]; then shift; set -- run --env "TENCENTCLOUD_EMULATOR_ROOT=$root" "$@"; fi
+exec PODMAN "$@"
+WRAPPER
 chmod +x "$root/usr/bin/docker.new"
 mv "$root/usr/bin/docker.new" "$root/usr/bin/docker"
 """

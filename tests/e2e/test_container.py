@@ -4,7 +4,7 @@ the container and resumed in a new container on a new instance, with the losses 
 without a stop; the login there is a TCR enterprise instance's temporary token, which the controller issues. A
 wrong image, a refused login (the personal edition's password, in two of the job's secrets) and a container that
 exits non-zero each end the job with one reason and its exit code, and leave no instance, container or process
-behind."""
+behind; a job booted from a container job's snapshot finds the image there and pulls nothing."""
 
 from __future__ import annotations
 
@@ -186,3 +186,16 @@ def test_a_tcr_instance_the_region_lacks_or_its_vpc_cannot_reach_is_refused_by_t
     assert refused.returncode != 0
     assert "no public IP" in refused.stderr and "ManageInternalEndpoint" in refused.stderr, refused.stderr
     assert cli.emulator.admin.instances() == []  # every instance the account ever had: none
+
+
+def test_a_job_booted_from_a_container_jobs_snapshot_trains_in_the_image_it_keeps_without_a_pull(
+        cli: Cli, enterprise: str, tmp_path: Path) -> None:
+    spec = container_job(tmp_path, TCR_IMAGE, tcr=enterprise)
+    short = ("--set", "train.command=exec python3 tiny.py --steps 2 --step-seconds 0.1 --every 1")
+    first = cli.run("run", str(spec), *short, timeout=400)  # snapshotted: the node's images are on its disk
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert f"pulled {TCR_IMAGE}" in attempt_log(cli, cli.status()["job_id"], 1)
+    again = cli.run("run", str(spec), *short, "--set", "image.from_job=quickstart", *NO_SNAPSHOT, timeout=400)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    log = attempt_log(cli, cli.status()["job_id"], 1)
+    assert f"{TCR_IMAGE} is on this node already" in log and "pulled " not in log, log[-3000:]
