@@ -52,7 +52,7 @@ from .providers.tencent.retry import retrying
 from .providers.tencent.storage import ObjectStore
 from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
-from .spec.container import image_host
+from .spec.container import docker_hub_name, image_host
 from .spec.secrets import with_secrets
 from .spec.workload import LATEST_OF
 from .staging import bootstrap
@@ -424,6 +424,10 @@ def plan(
         if (problem := registry_unreachable(registry_id, image_host(spec.container.image), plan_.network,
                                             linked)) is not None:
             raise PlanError([problem])
+    if (spec.container is not None and docker_hub_name(spec.container.image) is not None
+            and (hub := bootstrap.docker_hub_mirror(plan_)) is not None):
+        notes.append(f"container: {spec.container.image} is on Docker Hub, which an instance without a public IP "
+                     f"reaches only through Tencent's mirror: pulled from {hub}; network.public_ip pulls it directly")
     if (mirror := bootstrap.pip_index(plan_)) is not None:
         notes.append(f"network: no public IP, so pip (the bootstrap's, setup's and the training's) installs from "
                      f"Tencent's in-VPC mirror {mirror}; network.public_ip gives the instances the internet")

@@ -332,18 +332,19 @@ class Attempt:
         """The job's image on this node: there already (a snapshot of an earlier job keeps the node's images, so
         image.from_job boots with it), or pulled after the login; the container to run it in."""
         runtime = container.ensure_runtime(self.paths.run_log)
-        size = container.image_size(runtime, spec.image)
+        image = container.local_name(spec.image, self.cfg.docker_hub_mirror)
+        size = container.image_size(runtime, image)
         if size is not None:
             said = f"{spec.image} is on this node already ({size / 1e6:.0f} MB): not pulled"
         else:
             self._login(runtime, spec)
-            seconds = container.pull(runtime, spec.image, self.paths.run_log, self.stop)
-            size = container.image_size(runtime, spec.image)
+            seconds = container.pull(runtime, spec.image, self.paths.run_log, self.stop, self.cfg.docker_hub_mirror)
+            size = container.image_size(runtime, image)
             mb = "size unknown" if size is None else f"{size / 1e6:.0f} MB"
             said = f"pulled {spec.image} in {seconds:.0f} s ({mb})"
         log.info("%s", said)
         self.board.set_phase(Phase.PULLING, said)
-        return Container(runtime, spec.image, f"cvmjob-{self.cfg.job_id}-{self.cfg.attempt}-{self.cfg.node_rank}",
+        return Container(runtime, image, f"cvmjob-{self.cfg.job_id}-{self.cfg.attempt}-{self.cfg.node_rank}",
                          mounts=(self.paths.workdir, folders.data, self.paths.progress.parent),
                          shm_size=spec.shm_size, gpus=gpus.visible_gpu_count() > 0,
                          rdma=Path("/dev/infiniband").exists())

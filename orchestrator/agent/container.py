@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.contract import Outcome
+from orchestrator.spec.container import DOCKER_HUB, docker_hub_name
 
 from . import host
 from .errors import AttemptEnded
@@ -113,20 +114,41 @@ def login(runtime: Runtime, registry: str, username: str, password: str) -> None
                                                  f"(container.login): {_said(done)}", exit_code=done.returncode)
 
 
-def pull(runtime: Runtime, image: str, log_path: Path, stop: StopSignal) -> float:
-    """Pull ``image`` (retried unless the registry's answer is final); the seconds it took."""
+def _source(image: str, docker_hub_mirror: str | None) -> str:
+    """Where the node pulls ``image`` from: a Docker Hub image through ``docker_hub_mirror`` where there is one (an
+    instance without a public IP reaches Docker Hub only through Tencent's mirror), anything else from its own
+    registry."""
+    name = docker_hub_name(image)
+    return image if docker_hub_mirror is None or name is None else f"{docker_hub_mirror}/{name}"
+
+
+def local_name(image: str, docker_hub_mirror: str | None) -> str:
+    """What the node calls ``image`` once pulled: its own name, which ``pull`` tags a mirror's copy with, except
+    for a digest through a mirror (a tag cannot name a digest), which keeps the mirror's name."""
+    source = _source(image, docker_hub_mirror)
+    return source if source != image and "@" in image else image
+
+
+def pull(runtime: Runtime, image: str, log_path: Path, stop: StopSignal,
+         docker_hub_mirror: str | None = None) -> float:
+    """Pull ``image`` (retried unless the registry's answer is final), through Tencent's mirror when it is on
+    Docker Hub and ``docker_hub_mirror`` is set; the seconds it took."""
+    source = _source(image, docker_hub_mirror)
+    through = "" if source == image else f" (as {source}, Tencent's Docker Hub mirror: no public IP)"
     started = time.monotonic()
     for attempt in range(1, PULL_TRIES + 1):
-        done = runtime.run("pull", image, timeout=None)  # minutes for a 15 GB image
+        done = runtime.run("pull", source, timeout=None)  # minutes for a 15 GB image
         with log_path.open("a") as out:
             out.write(done.stdout + done.stderr)
+        if done.returncode == 0 and local_name(image, docker_hub_mirror) != source:
+            done = runtime.run("tag", source, f"{DOCKER_HUB}/{docker_hub_name(image)}")
         if done.returncode == 0:
             return time.monotonic() - started
         said = _said(done)
         final = any(word in said.lower() for word in _PERMANENT)
         if final or attempt == PULL_TRIES:
             tries = "" if final else f" after {attempt} tries"
-            raise AttemptEnded(Outcome.SETUP_FAILED, f"pulling {image} failed{tries}: {said}",
+            raise AttemptEnded(Outcome.SETUP_FAILED, f"pulling {image}{through} failed{tries}: {said}",
                                exit_code=done.returncode)
         log.warning("pulling %s failed (%s); trying again", image, said)
         stop.event.wait(PULL_PAUSE_SECONDS * attempt)

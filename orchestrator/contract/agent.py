@@ -87,6 +87,9 @@ class AgentConfig(Model):
     # The package index pip uses in setup and training unless they name one: Tencent's in-VPC mirror for an
     # instance without a public IP (it reaches no other); None: pip's own.
     pip_index: str | None = None
+    # Where the job's container image is pulled from when it is on Docker Hub: Tencent's mirror of it, for an
+    # instance without a public IP (it reaches no other); None: Docker Hub itself, or no container.
+    docker_hub_mirror: str | None = None
     # The NVIDIA driver version the node's UserData installs (Tencent's auto-install); the agent waits for it
     # before the setup commands. None: the image has what it has.
     gpu_driver: str | None = None

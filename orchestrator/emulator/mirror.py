@@ -98,9 +98,17 @@ insecure = true
 [[registry]]
 prefix = "*.tencentcloudcr.com"
 insecure = true
+[[registry]]
+location = "mirror.ccs.tencentyun.com"
+insecure = true
+[[registry]]
+location = "docker.io"
+insecure = true
 CONF
   echo "$root" > "$etc/.root"
 fi
+# Podman refuses a pull without a login when the auth file it is given does not exist (Docker takes none).
+[ -f "$root/root/.docker/config.json" ] || echo '{}' > "$root/root/.docker/config.json"
 export CONTAINERS_CONF="$etc/containers.conf" CONTAINERS_STORAGE_CONF="$etc/storage.conf"
 export CONTAINERS_REGISTRIES_CONF="$etc/registries.conf" REGISTRY_AUTH_FILE="$root/root/.docker/config.json"
 # Every process of the instance carries its marker, those in its containers too: a power-off kills them all.

@@ -4,10 +4,11 @@ Routing, in order: the admin API (``/_emulator/...`` on the emulator's own host)
 absolute-form target names a bucket host (``<bucket>-<appid>.cos.<region>.myqcloud.com``: the COS SDK in IP mode
 and coscmd through HTTP_PROXY), unless an instance asks for a bucket host of another region without a public IP
 (``_cross_region``); the instance metadata service when the host is ``metadata.tencentyun.com``
-(instances reach it through the proxy the emulator hands them); Tencent Container Registry when it names a
-registry host (``ccr.ccs.tencentyun.com``, through the proxy, over http: the emulator has no certificate for it, so
-its clients list it as an insecure registry), unless an instance without a public IP asks for an enterprise
-instance its VPC has no private access to (``_unlinked``); COS ListBuckets for q-signed ``GET /``; and
+(instances reach it through the proxy the emulator hands them); a container registry when it names a registry
+host (Tencent Container Registry's ``ccr.ccs.tencentyun.com`` and enterprise domains, Docker Hub and Tencent's
+mirror of it; through the proxy, over http: the emulator has no certificate for them, so its clients list them as
+insecure registries), unless an instance without a public IP asks for Docker Hub itself or an enterprise instance
+its VPC has no private access to (``_unlinked``); COS ListBuckets for q-signed ``GET /``; and
 otherwise API 3.0 (path ``/``, TC3-signed, service from the credential scope).
 """
 
@@ -33,7 +34,7 @@ from .connection import reset_connection
 from .cos.buckets import BUCKET_NAME
 from .metadata import service as metadata
 from .registry import wire as registry
-from .registry.auth import PERSONAL
+from .registry.auth import DOCKER_HUB, DOCKER_HUB_MIRROR, PERSONAL
 
 log = logging.getLogger("cvmjob.emulator")
 
@@ -94,11 +95,13 @@ def _cross_region(request: web.Request, cloud: Cloud, region: str) -> bool:
 
 
 def _unlinked(request: web.Request, cloud: Cloud, host: str) -> bool:
-    """Whether an instance without a public IP asks for an enterprise registry its VPC has no private access to
-    (ManageInternalEndpoint); the personal edition is reachable from any VPC (realcloud.md §5.2)."""
+    """Whether an instance without a public IP asks for a registry it has no private access to: Docker Hub (only
+    Tencent's mirror of it is in reach), or an enterprise registry its VPC is not linked to (ManageInternalEndpoint).
+    The personal edition is reachable from any VPC (realcloud.md §5.2)."""
     rec = metadata.caller(request, cloud)
-    return (rec is not None and host != PERSONAL and not rec.internet.get("PublicIpAssigned", False)
-            and not cloud.registry.logins.enterprise.reachable_from(host, rec.vpc_id))
+    if rec is None or rec.internet.get("PublicIpAssigned", False) or host in (PERSONAL, DOCKER_HUB_MIRROR):
+        return False
+    return host == DOCKER_HUB or not cloud.registry.logins.enterprise.reachable_from(host, rec.vpc_id)
 
 
 def _ours(host: str) -> bool:

@@ -18,6 +18,7 @@ _IMAGE = re.compile(
     rf"(?:@(?P<digest>sha256:[a-f0-9]{{64}}))?"
 )
 DOCKER_HUB = "docker.io"
+_DOCKER_HUB_HOSTS = (DOCKER_HUB, "index.docker.io", "registry-1.docker.io")
 TCR_SUFFIX = ".tencentcloudcr.com"  # an enterprise instance's domain: <instance name>.tencentcloudcr.com
 _SIZE = re.compile(r"[1-9][0-9]*[kmg]")
 
@@ -26,6 +27,17 @@ def image_host(image: str) -> str:
     """The registry an image reference names (Docker Hub when it names none)."""
     match = _IMAGE.fullmatch(image)
     return (match["host"] if match and match["host"] else DOCKER_HUB)
+
+
+def docker_hub_name(image: str) -> str | None:
+    """The image's name on Docker Hub, with its tag or digest and Docker's ``library/`` for official images
+    (``ubuntu:22.04`` is ``library/ubuntu:22.04``), as a registry mirror of Docker Hub serves it; None for an image
+    of another registry."""
+    match = _IMAGE.fullmatch(image)
+    if match is None or (match["host"] is not None and match["host"] not in _DOCKER_HUB_HOSTS):
+        return None
+    path = match["path"] if "/" in match["path"] else f"library/{match['path']}"
+    return path + (f":{match['tag']}" if match["tag"] else "") + (f"@{match['digest']}" if match["digest"] else "")
 
 
 def _image(value: str) -> str:

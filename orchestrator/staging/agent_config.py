@@ -82,6 +82,7 @@ def agent_configs(job_id: str, spec: JobSpec, plan: Plan, target: Target, attemp
             spec=spec.model_dump(mode="json"),
             bandwidth_gbps=placement.bandwidth_gbps,
             pip_index=bootstrap.pip_index(plan),
+            docker_hub_mirror=bootstrap.docker_hub_mirror(plan) if spec.container is not None else None,
             gpu_driver=driver.driver if (driver := plan.driver_for(placement.instance_type)) else None,
             security_groups=[] if plan.network is None else list(plan.network.security_group_ids),
             secrets_key=layout.secrets if spec.secrets else None,

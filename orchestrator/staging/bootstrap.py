@@ -79,11 +79,20 @@ fi
 """
 
 
+def _public_ip(plan: Plan) -> bool:
+    return plan.network is not None and plan.network.public_bandwidth_mbps is not None
+
+
 def pip_index(plan: Plan) -> str | None:
     """Tencent's in-VPC mirror for instances without a public IP, which reach no other index; None where pip's own
     index is reachable (a public IP)."""
-    public = plan.network is not None and plan.network.public_bandwidth_mbps is not None
-    return None if public else network.PIP_MIRROR
+    return None if _public_ip(plan) else network.PIP_MIRROR
+
+
+def docker_hub_mirror(plan: Plan) -> str | None:
+    """Where instances without a public IP pull Docker Hub's images from (Tencent's mirror of it); None where Docker
+    Hub itself is reachable (a public IP)."""
+    return None if _public_ip(plan) else network.DOCKER_HUB_MIRROR
 
 
 def for_launch(plan: Plan, instance_type: str, job_id: str, attempt: int, node: int, wheel_url: str,

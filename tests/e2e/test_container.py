@@ -33,6 +33,7 @@ REPOSITORY = "cvmjob/train"
 IMAGE = f"{REGISTRY}/{REPOSITORY}:1.0"
 ENTERPRISE = "cvmjob-team"  # an enterprise instance: cvmjob-team.tencentcloudcr.com, logged in to with tokens
 TCR_IMAGE = f"{ENTERPRISE}.tencentcloudcr.com/{REPOSITORY}:1.0"
+HUB_IMAGE = f"{REPOSITORY}:1.0"  # on Docker Hub: pulled by instances without a public IP through Tencent's mirror
 _LOSS = re.compile(r"^step=(\d+) loss=(\S+)", re.MULTILINE)
 
 
@@ -72,6 +73,16 @@ def enterprise(cli: Cli, tmp_path: Path) -> str:
     return registry_id
 
 
+@pytest.fixture
+def docker_hub(cli: Cli, tmp_path: Path) -> str:
+    """The test image on Docker Hub, pushed with a user's login there; anyone pulls it. Returns its name."""
+    _need_podman()
+    hub, password = "registry-1.docker.io", f"hub-{secrets.token_hex(8)}"
+    username = cli.emulator.admin.set_registry_password(password, registry=hub)
+    Pusher(cli.emulator.endpoint, hub, username, password).push(REPOSITORY, "1.0", [base_layer(), code_layer(tmp_path)])
+    return HUB_IMAGE
+
+
 def link_default_vpc(sdk: TencentSdk, registry_id: str) -> None:
     """The private access of the region's default VPC to the instance, set up once as a user does: the instances
     have no public IP."""
@@ -83,11 +94,12 @@ def link_default_vpc(sdk: TencentSdk, registry_id: str) -> None:
 
 def container_job(tmp_path: Path, image: str = IMAGE, tcr: str | None = None) -> Path:
     """The quickstart (with paced.py and tiny.py) in ``image``, logged in with the controller's token of the
-    enterprise instance ``tcr``, or else with two of its secrets."""
+    enterprise instance ``tcr``, without a login for Docker Hub's, or else with two of its secrets."""
     spec = job_folder(tmp_path)
-    login = (f"  login: {{tcr: {tcr}}}\n" if tcr else
+    public = image == HUB_IMAGE
+    login = (f"  login: {{tcr: {tcr}}}\n" if tcr else "" if public else
              "  login: {username_secret: REGISTRY_USERNAME, password_secret: REGISTRY_PASSWORD}\n")
-    secrets_line = "" if tcr else "secrets: [REGISTRY_USERNAME, REGISTRY_PASSWORD]\n"
+    secrets_line = "" if tcr or public else "secrets: [REGISTRY_USERNAME, REGISTRY_PASSWORD]\n"
     spec.write_text(spec.read_text() + secrets_line + f"container:\n  image: {image}\n" + login)
     return spec
 
@@ -160,19 +172,23 @@ def test_a_container_job_that_cannot_train_fails_with_one_reason_and_leaves_noth
         password = request.getfixturevalue("registry")
         cli.extra_env["REGISTRY_PASSWORD"] = password + "-wrong"
         spec = container_job(tmp_path)
+    elif case == "wrong-image":
+        spec = container_job(tmp_path, WRONG_IMAGE, tcr=request.getfixturevalue("enterprise"))
     else:
-        tcr = request.getfixturevalue("enterprise")
-        spec = container_job(tmp_path, WRONG_IMAGE if case == "wrong-image" else TCR_IMAGE, tcr=tcr)
+        spec = container_job(tmp_path, request.getfixturevalue("docker_hub"))
     sets = ["--set", "train.command=exec python3 -c 'import sys; sys.exit(3)'"] if case == "failing-container" else []
     result = cli.run("run", str(spec), *NO_SNAPSHOT, *sets, "--set", "train.max_restarts=0", timeout=300)
     assert result.returncode != 0, result.stdout[-3000:]
     final = cli.status()
-    assert final["state"] == state, final
+    assert final["state"] == state, final["reason"]
     assert said in final["reason"], final["reason"]
     assert final["result"]["exit_code"] == code, final["result"]
     assert no_instance_left(cli)
     if case == "refused-login":
         assert cli.extra_env["REGISTRY_PASSWORD"] not in result.stdout + result.stderr
+    if case == "failing-container":  # through Tencent's mirror (the instance has no public IP), under its own name
+        log = attempt_log(cli, final["job_id"], 1)
+        assert f"pulled {HUB_IMAGE} in" in log and "mirror.ccs.tencentyun.com" in result.stdout, log[-3000:]
 
 
 def test_a_tcr_instance_the_region_lacks_or_its_vpc_cannot_reach_is_refused_by_the_plan(cli: Cli,

@@ -109,3 +109,39 @@ def test_a_token_for_one_repository_does_not_open_another(emulator: EmulatorProc
     headers = bearer(emulator, "team/train")
     other = requests.get(url("/v2/team/other/manifests/1.0"), headers=headers, proxies=through(emulator), timeout=10)
     assert other.status_code == 401 and other.json()["errors"][0]["code"] == "DENIED"
+
+
+DOCKER_HUB, MIRROR = "registry-1.docker.io", "mirror.ccs.tencentyun.com"
+
+
+def test_docker_hub_serves_anyone_and_tencents_mirror_serves_its_images_but_takes_no_push(
+        emulator: EmulatorProcess) -> None:
+    username = emulator.admin.set_registry_password(PASSWORD, registry=DOCKER_HUB)
+    pushing = requests.get(f"http://{DOCKER_HUB}/service/token", auth=(username, PASSWORD), proxies=through(emulator),
+                           params={"service": DOCKER_HUB, "scope": "repository:team/train:pull,push"}, timeout=10)
+    headers = {"Authorization": f"Bearer {pushing.json()['token']}"}
+    config = b'{"architecture": "amd64", "os": "linux"}'
+    started = requests.post(f"http://{DOCKER_HUB}/v2/team/train/blobs/uploads/", headers=headers,
+                            proxies=through(emulator), timeout=10)
+    assert requests.put(f"http://{DOCKER_HUB}{started.headers['Location']}", params={"digest": digest(config)},
+                        data=config, headers=headers, proxies=through(emulator), timeout=10).status_code == 201
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST, "layers": [],
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                      "digest": digest(config), "size": len(config)}}).encode()
+    assert requests.put(f"http://{DOCKER_HUB}/v2/team/train/manifests/1.0", data=manifest,
+                        headers={**headers, "Content-Type": MANIFEST}, proxies=through(emulator),
+                        timeout=10).status_code == 201
+    for host in (DOCKER_HUB, MIRROR):  # no login: a pull of Docker Hub needs none, directly or through the mirror
+        anonymous = requests.get(f"http://{host}/service/token", params={
+            "service": host, "scope": "repository:team/train:pull,push"}, proxies=through(emulator), timeout=10)
+        assert anonymous.status_code == 200, anonymous.text
+        pull = {"Authorization": f"Bearer {anonymous.json()['token']}"}
+        got = requests.get(f"http://{host}/v2/team/train/manifests/1.0", headers=pull, proxies=through(emulator),
+                           timeout=10)
+        assert got.status_code == 200 and got.content == manifest
+        pushed = requests.post(f"http://{host}/v2/team/train/blobs/uploads/", headers=pull,
+                               proxies=through(emulator), timeout=10)
+        assert pushed.status_code == 401 and pushed.json()["errors"][0]["code"] == "DENIED"
+    personal = requests.get(url("/service/token"), params={"service": REGISTRY, "scope": "repository:t/x:pull"},
+                            proxies=through(emulator), timeout=10)
+    assert personal.status_code == 401  # Tencent's own registries stay private

@@ -3,7 +3,10 @@
 Tencent Container Registry's personal edition, ``ccr.ccs.tencentyun.com``, logs in with the account's UIN and a
 password set in the console (``docker login ccr.ccs.tencentyun.com --username=<account id>``, realcloud.md §5.2);
 the admin API's ``PUT registry/password`` stands in for the console. An enterprise instance's domain also takes the
-temporary tokens of CreateInstanceToken (enterprise.py). Every repository is private: no anonymous pull.
+temporary tokens of CreateInstanceToken (enterprise.py). Every repository of Tencent's registries is private: no
+anonymous pull. Docker Hub (its API's host, ``registry-1.docker.io``) is the internet's: a user pushes there with a
+password, anyone pulls; an instance without a public IP reaches it only through Tencent's mirror,
+``mirror.ccs.tencentyun.com``, which serves Docker Hub's repositories to anyone and takes no push.
 A client logs in the Docker way: ``GET /v2/`` answers 401 with a ``Bearer`` challenge naming the token service,
 which takes the login (HTTP Basic) and answers a token for the scopes asked (``repository:<name>:pull,push``).
 """
@@ -20,6 +23,10 @@ from .enterprise import Enterprise
 from .store import RegistryError
 
 PERSONAL = "ccr.ccs.tencentyun.com"
+DOCKER_HUB = "registry-1.docker.io"
+DOCKER_HUB_MIRROR = "mirror.ccs.tencentyun.com"
+_PUBLIC = (DOCKER_HUB, DOCKER_HUB_MIRROR)  # registries whose every repository anyone may pull
+ANONYMOUS = "anonymous"
 TOKEN_PATH = "/service/token"
 TOKEN_SECONDS = 300
 
@@ -47,7 +54,9 @@ class Logins:
 
     def login(self, registry: str, authorization: str, now: float) -> str:
         """The user an HTTP Basic ``authorization`` logs in as (the account's password there, or a token of the
-        enterprise instance there); RegistryError when it does not."""
+        enterprise instance there, or no login at all for a pull of Docker Hub); RegistryError when it does not."""
+        if not authorization and registry in _PUBLIC:
+            return ANONYMOUS
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "basic":
             raise RegistryError("UNAUTHORIZED", 401, "the token service takes a login (HTTP Basic): docker login")
@@ -63,13 +72,15 @@ class Logins:
         return user
 
     def issue(self, registry: str, user: str, scope: list[str], now: float) -> str:
-        """A token for ``scope`` (``repository:<name>:<actions>`` entries); the account may pull and push its own."""
+        """A token for ``scope`` (``repository:<name>:<actions>`` entries); the account may pull and push its own,
+        anyone may pull Docker Hub's, and no one pushes through its mirror."""
+        may = ("pull",) if user == ANONYMOUS or registry == DOCKER_HUB_MIRROR else ("pull", "push")
         granted = set()
         for entry in scope:
             kind, _, rest = entry.partition(":")
             name, _, actions = rest.rpartition(":")
             if kind == "repository" and name:
-                granted |= {(name, action) for action in actions.split(",") if action in ("pull", "push")}
+                granted |= {(name, action) for action in actions.split(",") if action in may}
         token = secrets.token_urlsafe(32)
         self.tokens = {t: g for t, g in self.tokens.items() if g.expires > now}
         self.tokens[token] = Grant(registry, user, frozenset(granted), now + TOKEN_SECONDS)

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
 
-from .auth import PERSONAL, TOKEN_PATH, TOKEN_SECONDS, Logins, challenge
+from .auth import DOCKER_HUB, DOCKER_HUB_MIRROR, PERSONAL, TOKEN_PATH, TOKEN_SECONDS, Logins, challenge
 from .enterprise import SUFFIX as ENTERPRISE_SUFFIX
 from .store import REPOSITORY, Content, RegistryError
 
@@ -20,7 +20,12 @@ CHUNK = 1 << 20
 
 
 def is_registry(host: str) -> bool:
-    return host == PERSONAL or host.endswith(ENTERPRISE_SUFFIX)
+    return host in (PERSONAL, DOCKER_HUB, DOCKER_HUB_MIRROR) or host.endswith(ENTERPRISE_SUFFIX)
+
+
+def _holder(host: str) -> str:
+    """The registry whose repositories ``host`` serves: Docker Hub's for its mirror."""
+    return DOCKER_HUB if host == DOCKER_HUB_MIRROR else host
 
 
 @dataclass
@@ -68,12 +73,12 @@ class Registry:
         if request.method == "PUT":
             body = await request.read()
             media_type = request.headers.get("Content-Type", "").split(";")[0].strip()
-            digest = self.content.put_manifest(host, name, ref, media_type, body)
+            digest = self.content.put_manifest(_holder(host), name, ref, media_type, body)
             return web.Response(status=201, headers={"Location": f"/v2/{name}/manifests/{digest}",
                                                      "Docker-Content-Digest": digest})
         if request.method not in ("GET", "HEAD"):
             raise RegistryError("UNSUPPORTED", 405, f"{request.method} of a manifest is not supported")
-        manifest = self.content.manifest(host, name, ref)
+        manifest = self.content.manifest(_holder(host), name, ref)
         headers = {"Content-Type": manifest.media_type, "Docker-Content-Digest": manifest.digest,
                    "Content-Length": str(len(manifest.body))}
         return web.Response(body=None if request.method == "HEAD" else manifest.body, headers=headers)

@@ -18,6 +18,9 @@ _PAGE = 100
 # http://mirrors.tencentyun.com/"; realcloud.md §2.1): PyPI, and the GPU driver's installer.
 MIRROR = "http://mirrors.tencentyun.com"
 PIP_MIRROR = f"{MIRROR}/pypi/simple"
+# Its Docker Hub mirror (the same page's "registry-mirrors"): an instance without a public IP reaches Docker Hub
+# only through it (TKE's FAQ: such an instance "cannot pull images from Docker Hub"; realcloud.md §2.1).
+DOCKER_HUB_MIRROR = "mirror.ccs.tencentyun.com"
 # The API's equivalent of the console's "install the GPU driver automatically" (doc 560/112129, realcloud.md §3.1):
 # this script reads its versions from user_define_install_info.ini in the temporary folder and installs them.
 DRIVER_INSTALLER = f"{MIRROR}/install/GPU/auto_install.sh"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.spec import SpecError, load_spec
-from orchestrator.spec.container import image_host
+from orchestrator.spec.container import docker_hub_name, image_host
 from tests.unit.spec.conftest import MINIMAL_SPEC
 
 LOGIN = "  login: {username_secret: REGISTRY_USERNAME, password_secret: REGISTRY_PASSWORD}\n"
@@ -64,3 +64,16 @@ def test_a_bad_container_is_one_line_at_its_field(write_spec: Callable[[str], Pa
 ])
 def test_the_registry_of_an_image_is_its_first_component_when_it_names_a_host(image: str, host: str) -> None:
     assert image_host(image) == host
+
+
+@pytest.mark.parametrize(("image", "name"), [
+    ("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"),
+    ("ubuntu:22.04", "library/ubuntu:22.04"),  # an official image, as a mirror names it
+    ("docker.io/team/train:1.0", "team/train:1.0"),
+    ("registry-1.docker.io/library/python:3.12", "library/python:3.12"),
+    ("team/train@sha256:" + "a" * 64, "team/train@sha256:" + "a" * 64),
+    ("ccr.ccs.tencentyun.com/team/train:1.0", None),
+    ("localhost:5000/train:1", None),
+])
+def test_the_docker_hub_name_of_an_image_is_what_a_mirror_of_docker_hub_serves(image: str, name: str | None) -> None:
+    assert docker_hub_name(image) == name
