@@ -104,6 +104,15 @@ def container_job(tmp_path: Path, image: str = IMAGE, tcr: str | None = None) ->
     return spec
 
 
+def example_job(tmp_path: Path) -> Path:
+    """jobs/container/job.yaml, the README's example, in the quickstart's folder (its workdir) with paced.py."""
+    spec = job_folder(tmp_path)
+    text = (REPO / "jobs" / "container" / "job.yaml").read_text()
+    assert "workdir: ../quickstart\n" in text and f"image: {TCR_IMAGE} " in text, text
+    spec.write_text(text.replace("workdir: ../quickstart\n", ""))
+    return spec
+
+
 def losses(log: str) -> dict[int, str]:
     return {int(step): loss for step, loss in _LOSS.findall(log)}
 
@@ -126,8 +135,9 @@ def uninterrupted_losses(job: Path, tmp_path: Path) -> dict[int, str]:
 
 def test_a_container_job_resumes_after_a_reclaim_in_a_new_container_with_the_losses_of_an_uninterrupted_run(
         cli: Cli, enterprise: str, tmp_path: Path) -> None:
-    spec = container_job(tmp_path, TCR_IMAGE, tcr=enterprise)
-    overrides = [*spot_overrides(STEPS, every=STEPS, pace=PACE, ddp=True), *NO_SNAPSHOT]
+    spec = example_job(tmp_path)
+    overrides = [*spot_overrides(STEPS, every=STEPS, pace=PACE, ddp=True), *NO_SNAPSHOT,
+                 "--set", f"container.login.tcr={enterprise}"]
     watch = JobWatch(cli.emulator)
     process = cli.start("run", str(spec), *overrides)
     try:
