@@ -20,7 +20,7 @@ import pytest
 
 from orchestrator.providers.tencent import StaticCredential, TencentSdk
 from tests.agent.conftest import LIGHT
-from tests.containers import REPO, Pusher, base_layer, code_layer
+from tests.containers import REPO, Layer, Pusher, base_layer, code_layer
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import JobWatch, job_folder, spot_overrides, steps_in
 from tests.e2e.test_run import no_instance_left
@@ -44,23 +44,43 @@ def _need_podman() -> None:
         pytest.skip("Podman as root is needed (apt-get install podman runc); CI runs this")
 
 
+def _torch_image(tmp_path: Path) -> list[Layer]:
+    """The image whose Python has torch and trainkit: for a DDP training."""
+    return [base_layer(), code_layer(tmp_path)]
+
+
+def _light_image() -> list[Layer]:
+    """Debian's bash and python3 alone: for tiny.py and the failures, a sixth of the bytes to pull and snapshot."""
+    return [base_layer(torch=False)]
+
+
 @pytest.fixture
-def registry(cli: Cli, tmp_path: Path) -> str:
-    """The test image in the personal edition, behind the account's password; the CLI's environment holds the
-    login the job's secrets name. Returns the password."""
+def registry(cli: Cli) -> str:
+    """The light test image in the personal edition, behind the account's password; the CLI's environment holds
+    the login the job's secrets name. Returns the password."""
     _need_podman()
     password = f"registry-{secrets.token_hex(8)}"
     username = cli.emulator.admin.set_registry_password(password)
-    Pusher(cli.emulator.endpoint, REGISTRY, username, password).push(
-        REPOSITORY, "1.0", [base_layer(), code_layer(tmp_path)])
+    Pusher(cli.emulator.endpoint, REGISTRY, username, password).push(REPOSITORY, "1.0", _light_image())
     cli.extra_env.update({"REGISTRY_USERNAME": username, "REGISTRY_PASSWORD": password})
     return password
 
 
 @pytest.fixture
 def enterprise(cli: Cli, tmp_path: Path) -> str:
-    """The test image in a TCR enterprise instance, pushed with a long-term token as a user's CI would; the job
-    logs in with the controller's temporary ones. Returns the instance's id."""
+    """The torch image in a TCR enterprise instance (its id), as ``enterprise_with`` pushes it."""
+    return enterprise_with(cli, _torch_image(tmp_path))
+
+
+@pytest.fixture
+def light_enterprise(cli: Cli) -> str:
+    """The light image in a TCR enterprise instance (its id)."""
+    return enterprise_with(cli, _light_image())
+
+
+def enterprise_with(cli: Cli, layers: list[Layer]) -> str:
+    """An image of ``layers`` in a TCR enterprise instance, pushed with a long-term token as a user's CI would; the
+    job logs in with the controller's temporary ones. Returns the instance's id."""
     _need_podman()
     instance = cli.emulator.admin.add_tcr_instance(ENTERPRISE)
     sdk = TencentSdk(StaticCredential(cli.emulator.secret_id, cli.emulator.secret_key), instance["region"],
@@ -68,18 +88,18 @@ def enterprise(cli: Cli, tmp_path: Path) -> str:
     registry_id = instance["registry_id"]
     login = sdk.call("tcr", "CreateInstanceToken", {"RegistryId": registry_id, "TokenType": "longterm"})
     Pusher(cli.emulator.endpoint, instance["domain"], login["Username"], login["Token"]).push(
-        REPOSITORY, "1.0", [base_layer(), code_layer(tmp_path)])
+        REPOSITORY, "1.0", layers)
     link_default_vpc(sdk, registry_id)
     return registry_id
 
 
 @pytest.fixture
-def docker_hub(cli: Cli, tmp_path: Path) -> str:
-    """The test image on Docker Hub, pushed with a user's login there; anyone pulls it. Returns its name."""
+def docker_hub(cli: Cli) -> str:
+    """The light test image on Docker Hub, pushed with a user's login there; anyone pulls it. Returns its name."""
     _need_podman()
     hub, password = "registry-1.docker.io", f"hub-{secrets.token_hex(8)}"
     username = cli.emulator.admin.set_registry_password(password, registry=hub)
-    Pusher(cli.emulator.endpoint, hub, username, password).push(REPOSITORY, "1.0", [base_layer(), code_layer(tmp_path)])
+    Pusher(cli.emulator.endpoint, hub, username, password).push(REPOSITORY, "1.0", _light_image())
     return HUB_IMAGE
 
 
@@ -183,7 +203,7 @@ def test_a_container_job_that_cannot_train_fails_with_one_reason_and_leaves_noth
         cli.extra_env["REGISTRY_PASSWORD"] = password + "-wrong"
         spec = container_job(tmp_path)
     elif case == "wrong-image":
-        spec = container_job(tmp_path, WRONG_IMAGE, tcr=request.getfixturevalue("enterprise"))
+        spec = container_job(tmp_path, WRONG_IMAGE, tcr=request.getfixturevalue("light_enterprise"))
     else:
         spec = container_job(tmp_path, request.getfixturevalue("docker_hub"))
     sets = ["--set", "train.command=exec python3 -c 'import sys; sys.exit(3)'"] if case == "failing-container" else []
@@ -215,8 +235,8 @@ def test_a_tcr_instance_the_region_lacks_or_its_vpc_cannot_reach_is_refused_by_t
 
 
 def test_a_job_booted_from_a_container_jobs_snapshot_trains_in_the_image_it_keeps_without_a_pull(
-        cli: Cli, enterprise: str, tmp_path: Path) -> None:
-    spec = container_job(tmp_path, TCR_IMAGE, tcr=enterprise)
+        cli: Cli, light_enterprise: str, tmp_path: Path) -> None:
+    spec = container_job(tmp_path, TCR_IMAGE, tcr=light_enterprise)
     short = ("--set", "train.command=exec python3 tiny.py --steps 2 --step-seconds 0.1 --every 1")
     first = cli.run("run", str(spec), *short, timeout=400)  # snapshotted: the node's images are on its disk
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
