@@ -145,3 +145,8 @@ def test_docker_hub_serves_anyone_and_tencents_mirror_serves_its_images_but_take
     personal = requests.get(url("/service/token"), params={"service": REGISTRY, "scope": "repository:t/x:pull"},
                             proxies=through(emulator), timeout=10)
     assert personal.status_code == 401  # Tencent's own registries stay private
+
+
+def test_tencents_mirror_of_docker_hub_takes_no_password(emulator: EmulatorProcess) -> None:
+    with pytest.raises(Exception, match="password"):
+        emulator.admin.set_registry_password(PASSWORD, registry=MIRROR)
