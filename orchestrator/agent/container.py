@@ -114,33 +114,35 @@ def login(runtime: Runtime, registry: str, username: str, password: str) -> None
                                                  f"(container.login): {_said(done)}", exit_code=done.returncode)
 
 
-def _source(image: str, docker_hub_mirror: str | None) -> str:
-    """Where the node pulls ``image`` from: a Docker Hub image through ``docker_hub_mirror`` where there is one (an
-    instance without a public IP reaches Docker Hub only through Tencent's mirror), anything else from its own
-    registry."""
+def _names(image: str, docker_hub_mirror: str | None) -> tuple[str, str]:
+    """Where the node pulls ``image`` from, and what it calls it once pulled. A Docker Hub image comes through
+    ``docker_hub_mirror`` where there is one (an instance without a public IP reaches Docker Hub only through
+    Tencent's mirror) and is tagged with its own name, except a digest (a tag cannot name one), which keeps the
+    mirror's name; anything else comes from its own registry as it is named."""
     name = docker_hub_name(image)
-    return image if docker_hub_mirror is None or name is None else f"{docker_hub_mirror}/{name}"
+    if docker_hub_mirror is None or name is None:
+        return image, image
+    source = f"{docker_hub_mirror}/{name}"
+    return source, source if "@" in image else image
 
 
 def local_name(image: str, docker_hub_mirror: str | None) -> str:
-    """What the node calls ``image`` once pulled: its own name, which ``pull`` tags a mirror's copy with, except
-    for a digest through a mirror (a tag cannot name a digest), which keeps the mirror's name."""
-    source = _source(image, docker_hub_mirror)
-    return source if source != image and "@" in image else image
+    """What the node calls ``image`` once ``pull`` has pulled it."""
+    return _names(image, docker_hub_mirror)[1]
 
 
 def pull(runtime: Runtime, image: str, log_path: Path, stop: StopSignal,
          docker_hub_mirror: str | None = None) -> float:
     """Pull ``image`` (retried unless the registry's answer is final), through Tencent's mirror when it is on
     Docker Hub and ``docker_hub_mirror`` is set; the seconds it took."""
-    source = _source(image, docker_hub_mirror)
+    source, local = _names(image, docker_hub_mirror)
     through = "" if source == image else f" (as {source}, Tencent's Docker Hub mirror: no public IP)"
     started = time.monotonic()
     for attempt in range(1, PULL_TRIES + 1):
         done = runtime.run("pull", source, timeout=None)  # minutes for a 15 GB image
         with log_path.open("a") as out:
             out.write(done.stdout + done.stderr)
-        if done.returncode == 0 and local_name(image, docker_hub_mirror) != source:
+        if done.returncode == 0 and local != source:
             done = runtime.run("tag", source, f"{DOCKER_HUB}/{docker_hub_name(image)}")
         if done.returncode == 0:
             return time.monotonic() - started

@@ -58,12 +58,19 @@ def _light_image() -> list[Layer]:
 def registry(cli: Cli) -> str:
     """The light test image in the personal edition, behind the account's password; the CLI's environment holds
     the login the job's secrets name. Returns the password."""
-    _need_podman()
-    password = f"registry-{secrets.token_hex(8)}"
-    username = cli.emulator.admin.set_registry_password(password)
-    Pusher(cli.emulator.endpoint, REGISTRY, username, password).push(REPOSITORY, "1.0", _light_image())
+    username, password = _pushed_light_image(cli, REGISTRY)
     cli.extra_env.update({"REGISTRY_USERNAME": username, "REGISTRY_PASSWORD": password})
     return password
+
+
+def _pushed_light_image(cli: Cli, host: str) -> tuple[str, str]:
+    """The light image pushed to the emulator's registry ``host`` by an account given a new password there; the
+    login (username, password)."""
+    _need_podman()
+    password = f"registry-{secrets.token_hex(8)}"
+    username = cli.emulator.admin.set_registry_password(password, registry=host)
+    Pusher(cli.emulator.endpoint, host, username, password).push(REPOSITORY, "1.0", _light_image())
+    return username, password
 
 
 @pytest.fixture
@@ -96,10 +103,7 @@ def enterprise_with(cli: Cli, layers: list[Layer]) -> str:
 @pytest.fixture
 def docker_hub(cli: Cli) -> str:
     """The light test image on Docker Hub, pushed with a user's login there; anyone pulls it. Returns its name."""
-    _need_podman()
-    hub, password = "registry-1.docker.io", f"hub-{secrets.token_hex(8)}"
-    username = cli.emulator.admin.set_registry_password(password, registry=hub)
-    Pusher(cli.emulator.endpoint, hub, username, password).push(REPOSITORY, "1.0", _light_image())
+    _pushed_light_image(cli, "registry-1.docker.io")
     return HUB_IMAGE
 
 
