@@ -21,7 +21,7 @@ from aiohttp import web
 from ..catalog import REGIONS
 from ..config import DEFAULT_REGION
 from ..cos.seed import SeedError, seed
-from ..registry.auth import DOCKER_HUB_MIRROR, PERSONAL
+from ..registry.auth import DOCKER_HUB, DOCKER_HUB_MIRROR, PERSONAL
 from ..registry.wire import is_registry
 from . import views
 
@@ -150,9 +150,10 @@ def _registry_password(cloud: Cloud, body: Body, request: web.Request) -> Any:
     unknown = set(body) - {"password", "registry"}
     password = body.get("password")
     registry = str(body.get("registry") or PERSONAL)
-    # Tencent's mirror of Docker Hub has no logins: its images are Docker Hub's, pushed there.
-    if (unknown or not isinstance(password, str) or len(password) < 8 or not is_registry(registry)
-            or registry == DOCKER_HUB_MIRROR):
+    if registry == DOCKER_HUB_MIRROR:
+        raise ValueError(f"{DOCKER_HUB_MIRROR} has no logins: its images are Docker Hub's; set a password for "
+                         f"{DOCKER_HUB} and push there")
+    if unknown or not isinstance(password, str) or len(password) < 8 or not is_registry(registry):
         raise ValueError("send {'password': <8 characters or more>, 'registry': <a registry host, optional>}")
     cloud.registry.logins.set_password(registry, password)
     return {"registry": registry, "username": cloud.config.uin}
