@@ -53,7 +53,7 @@ def fault_pool(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         for item in request.session.items
         if hasattr(item, "callspec") and "scenario_name" in item.callspec.params
     ]
-    # The runs named <scenario>-on-postgres (the crash points and the matrix) each get a database of that cluster.
+    # The runs named <scenario>-on-postgres (harness.scenario's on_postgres) each get a database of that cluster.
     on_postgres = any(w.endswith(ON_POSTGRES) for w in wanted)
     postgres = request.getfixturevalue("postgres_url") if on_postgres else None
     pool = Pool(tmp_path_factory.mktemp("faults"), wanted, LANES, postgres)

@@ -408,18 +408,26 @@ class Scenario:
     cost: float  # expected seconds on an idle lane: longest first
     doc: str
     checks: tuple[str, ...]  # common invariants to check after it (see invariants.check_quiet)
+    on_postgres: bool  # run again on a PostgreSQL store: the store is part of its subject
 
 
 SCENARIOS: dict[str, Scenario] = {}
 
 
 def scenario(
-    name: str, group: str, cost: float = 20.0, checks: tuple[str, ...] = ("I1", "I2", "I4", "I5", "secret")
+    name: str,
+    group: str,
+    cost: float = 20.0,
+    checks: tuple[str, ...] = ("I1", "I2", "I4", "I5", "secret"),
+    on_postgres: bool = False,
 ) -> Callable[[Callable[[World], None]], Callable[[World], None]]:
+    """``on_postgres``: the scenario's subject includes the store (what a killed controller leaves, a lease two
+    controllers contend for, fifty jobs written at once), so it runs on SQLite and again on PostgreSQL."""
+
     def register(fn: Callable[[World], None]) -> Callable[[World], None]:
         assert name not in SCENARIOS, name
         doc = " ".join((fn.__doc__ or "").split())
-        SCENARIOS[name] = Scenario(name, group, fn, cost, doc, checks)
+        SCENARIOS[name] = Scenario(name, group, fn, cost, doc, checks, on_postgres)
         return fn
 
     return register
@@ -430,10 +438,10 @@ def scenario(
 ON_POSTGRES = "-on-postgres"
 
 
-def names(group: str, both_stores: bool = False) -> list[str]:
-    """The runs of a group's scenarios: on SQLite, and with ``both_stores`` on PostgreSQL too."""
-    plain = [n for n, s in SCENARIOS.items() if s.group == group]
-    return [*plain, *(n + ON_POSTGRES for n in plain)] if both_stores else plain
+def names(group: str) -> list[str]:
+    """The runs of a group's scenarios: each on SQLite, and those marked ``on_postgres`` on PostgreSQL too."""
+    of_group = [s for s in SCENARIOS.values() if s.group == group]
+    return [*(s.name for s in of_group), *(s.name + ON_POSTGRES for s in of_group if s.on_postgres)]
 
 
 def scenario_of(run: str) -> Scenario:

@@ -66,8 +66,9 @@ def write(target: Path, records: list[Record], wall_seconds: float) -> None:
         "described in `orchestrator/state/store.py`.",
         "",
         f"Run: {time.strftime('%Y-%m-%d', time.gmtime())} on {platform.system()} {platform.machine()}, "
-        f"{len(records)} runs of {len({r.name.removesuffix(ON_POSTGRES) for r in records})} scenarios (the crash "
-        f"points and the matrix on SQLite and again on PostgreSQL, `-on-postgres`), {passed} passed, "
+        f"{len(records)} runs of {len({r.name.removesuffix(ON_POSTGRES) for r in records})} scenarios (those "
+        f"whose subject includes the store, the crash points and three matrix rows, on SQLite and again on "
+        f"PostgreSQL, `-on-postgres`), {passed} passed, "
         f"{len(records) - passed} not passed; the suite's wall time {wall_seconds:.0f} s.",
         "",
         "## Invariants",

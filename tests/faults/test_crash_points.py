@@ -22,7 +22,7 @@ from orchestrator.state.machine import EXIT_CODES, JobState, all_transitions
 from orchestrator.state.store import CRASH_AT_ENV
 from tests.faults import invariants
 from tests.faults.conftest import expect_scenario
-from tests.faults.harness import ON_POSTGRES, SCENARIOS, TYPE, Pool, Record, World, names, scenario
+from tests.faults.harness import ON_POSTGRES, TYPE, Pool, Record, World, names, scenario
 
 GROUP = "crash_points"
 SPOT = "billing.mode=spot"
@@ -70,7 +70,7 @@ def one_instance(w: World) -> None:
     assert len(w.admin.instances()) == 1, w.admin.instances()
 
 
-@scenario("success-path", GROUP, cost=40)
+@scenario("success-path", GROUP, cost=40, on_postgres=True)
 def success_path(w: World) -> None:
     """A job that succeeds, its controller killed at each of its seven transitions: one instance, one image,
     the training finished from where it was."""
@@ -84,7 +84,7 @@ def success_path(w: World) -> None:
     invariants.checkpoints(w, job_id, final_step=19)
 
 
-@scenario("between-call-and-record", GROUP, cost=25)
+@scenario("between-call-and-record", GROUP, cost=25, on_postgres=True)
 def between_call_and_record(w: World) -> None:
     """Killed after RunInstances answered but before the instance id was recorded (node:launched), and after
     CreateImage answered but before the image was recorded (image:CREATING): the ClientToken returns the same
@@ -99,7 +99,7 @@ def between_call_and_record(w: World) -> None:
     invariants.checkpoints(w, job_id, final_step=19)
 
 
-@scenario("cancelled-while-pending", GROUP, cost=8)
+@scenario("cancelled-while-pending", GROUP, cost=8, on_postgres=True)
 def cancelled_while_pending(w: World) -> None:
     """Cancelled before its controller ever ran; killed at PENDING->CANCELLED: nothing was created."""
     job_id = w.submit()
@@ -109,7 +109,7 @@ def cancelled_while_pending(w: World) -> None:
     assert w.admin.instances() == []
 
 
-@scenario("cancelled-while-staging", GROUP, cost=12)
+@scenario("cancelled-while-staging", GROUP, cost=12, on_postgres=True)
 def cancelled_while_staging(w: World) -> None:
     """Killed as it starts staging, cancelled, killed again at STAGING->TEARING_DOWN and TEARING_DOWN->CANCELLED:
     no instance was ever created."""
@@ -122,7 +122,7 @@ def cancelled_while_staging(w: World) -> None:
     assert w.admin.instances() == []
 
 
-@scenario("no-capacity", GROUP, cost=25)
+@scenario("no-capacity", GROUP, cost=25, on_postgres=True)
 def no_capacity(w: World) -> None:
     """Sold out everywhere: killed at the first failed launch, at the relaunch, at giving up and at the end
     (FAILED_NO_CAPACITY): the count of failed launches survives the restarts."""
@@ -138,7 +138,7 @@ def no_capacity(w: World) -> None:
     assert len({n.attempt for n in w.store().nodes(job_id)}) == 4  # the fast policy's max_launch_failures
 
 
-@scenario("permanent-cloud-error", GROUP, cost=12)
+@scenario("permanent-cloud-error", GROUP, cost=12, on_postgres=True)
 def permanent_cloud_error(w: World) -> None:
     """RunInstances refused with a permanent error (InvalidParameter): killed at LAUNCHING->TEARING_DOWN and at
     TEARING_DOWN->FAILED_ERROR (exit 30)."""
@@ -150,7 +150,7 @@ def permanent_cloud_error(w: World) -> None:
     assert w.admin.instances() == []
 
 
-@scenario("launch-failed-then-cancelled-while-booting", GROUP, cost=25)
+@scenario("launch-failed-then-cancelled-while-booting", GROUP, cost=25, on_postgres=True)
 def launch_failed_then_cancelled(w: World) -> None:
     """The first instance ends LAUNCH_FAILED (killed at BOOTING->RECOVERING), the relaunch is killed at
     LAUNCHING->BOOTING, then cancelled: killed at BOOTING->TEARING_DOWN and TEARING_DOWN->CANCELLED."""
@@ -165,7 +165,7 @@ def launch_failed_then_cancelled(w: World) -> None:
     end(w, job_id, JobState.CANCELLED)
 
 
-@scenario("bootstrap-fails-kept", GROUP, cost=30)
+@scenario("bootstrap-fails-kept", GROUP, cost=30, on_postgres=True)
 def bootstrap_fails_kept(w: World) -> None:
     """The agent cannot be fetched, teardown.on_failure keep: killed at BOOTING->KEEPING; cancelled (ends the
     keep); killed at KEEPING->TEARING_DOWN and TEARING_DOWN->FAILED_BOOTSTRAP: the failure stays the outcome."""
@@ -180,7 +180,7 @@ def bootstrap_fails_kept(w: World) -> None:
     end(w, job_id, JobState.FAILED_BOOTSTRAP)
 
 
-@scenario("training-fails-kept", GROUP, cost=20)
+@scenario("training-fails-kept", GROUP, cost=20, on_postgres=True)
 def training_fails_kept(w: World) -> None:
     """The training exits non-zero, teardown.on_failure keep: killed at RUNNING->KEEPING; cancelled; killed at
     TEARING_DOWN->FAILED (exit 10)."""
@@ -193,7 +193,7 @@ def training_fails_kept(w: World) -> None:
     invariants.checkpoints(w, job_id)
 
 
-@scenario("cancelled-while-running", GROUP, cost=25)
+@scenario("cancelled-while-running", GROUP, cost=25, on_postgres=True)
 def cancelled_while_running(w: World) -> None:
     """Cancelled while training: killed at RUNNING->CANCELLING and CANCELLING->TEARING_DOWN; the agent
     checkpointed on request and the job ends CANCELLED (exit 130)."""
@@ -208,7 +208,7 @@ def cancelled_while_running(w: World) -> None:
     invariants.checkpoints(w, job_id)
 
 
-@scenario("reclaimed-and-given-up", GROUP, cost=25)
+@scenario("reclaimed-and-given-up", GROUP, cost=25, on_postgres=True)
 def reclaimed_and_given_up(w: World) -> None:
     """A spot instance reclaimed without notice mid-training, under a policy that tolerates no reclaim: killed
     at RUNNING->RECOVERING, RECOVERING->TEARING_DOWN and TEARING_DOWN->FAILED_PREEMPTED."""
@@ -224,7 +224,7 @@ def reclaimed_and_given_up(w: World) -> None:
     one_instance(w)
 
 
-@scenario("setup-fails", GROUP, cost=15)
+@scenario("setup-fails", GROUP, cost=15, on_postgres=True)
 def setup_fails(w: World) -> None:
     """A setup command exits 7: killed at RUNNING->TEARING_DOWN and TEARING_DOWN->FAILED_SETUP (exit 11)."""
     job_id = w.submit('setup=["exit 7"]')
@@ -234,7 +234,7 @@ def setup_fails(w: World) -> None:
     end(w, job_id, JobState.FAILED_SETUP)
 
 
-@scenario("hung", GROUP, cost=25)
+@scenario("hung", GROUP, cost=25, on_postgres=True)
 def hung(w: World) -> None:
     """The training hangs (train.hang_timeout 10 s): killed at TEARING_DOWN->FAILED_HUNG (exit 13)."""
     job_id = w.submit(train(hang_at=3), "train.hang_timeout=10s")
@@ -243,7 +243,7 @@ def hung(w: World) -> None:
     end(w, job_id, JobState.FAILED_HUNG)
 
 
-@scenario("timed-out", GROUP, cost=75)
+@scenario("timed-out", GROUP, cost=75, on_postgres=True)
 def timed_out(w: World) -> None:
     """limits.max_runtime (1 m, the least) runs out mid-training: killed at TEARING_DOWN->FAILED_TIMEOUT
     (exit 22)."""
@@ -254,7 +254,7 @@ def timed_out(w: World) -> None:
     one_instance(w)
 
 
-@scenario("over-budget", GROUP, cost=12)
+@scenario("over-budget", GROUP, cost=12, on_postgres=True)
 def over_budget(w: World) -> None:
     """limits.max_cost (0.00001 CNY) is reached as soon as the instance runs: killed at
     TEARING_DOWN->FAILED_BUDGET (exit 23)."""
@@ -265,21 +265,22 @@ def over_budget(w: World) -> None:
 
 
 # On both stores: the store is what a killed controller leaves behind, and what `cvmjob resume` starts from.
-@pytest.mark.parametrize("scenario_name", names(GROUP, both_stores=True))
+@pytest.mark.parametrize("scenario_name", names(GROUP))
 def test_crash_point(scenario_name: str, fault_pool: Pool, record: Record) -> None:
     expect_scenario(fault_pool, scenario_name, record)
 
 
 def test_every_transition_was_killed_at(fault_pool: Pool, record: Record) -> None:
     """The union of the crash points, on each store: every transition of machine.all_transitions()."""
-    wanted = names(GROUP, both_stores=True)
+    wanted = names(GROUP)
     if not all(n in fault_pool.futures for n in wanted):
         pytest.skip("only some crash-point scenarios were selected")
     for name in wanted:
         fault_pool.result(name)
     every = {f"{a.value}->{b.value}" for a, b in all_transitions()}
     summaries, missing = [], {}
-    for store, runs in (("SQLite", names(GROUP)), ("PostgreSQL", [n + ON_POSTGRES for n in names(GROUP)])):
+    on_postgres = [n for n in wanted if n.endswith(ON_POSTGRES)]
+    for store, runs in (("SQLite", [n for n in wanted if n not in on_postgres]), ("PostgreSQL", on_postgres)):
         killed = {t for name in runs for t in _killed.get(name, []) if "->" in t}
         others = sorted({t for name in runs for t in _killed.get(name, []) if "->" not in t})
         kills = sum(len(_killed.get(name, [])) for name in runs)
@@ -290,4 +291,3 @@ def test_every_transition_was_killed_at(fault_pool: Pool, record: Record) -> Non
     record.injected = summaries
     record.checked = ["coverage"]
     assert not any(missing.values()), f"transitions no scenario killed at: {missing}"
-    assert set(SCENARIOS) >= set(names(GROUP))

@@ -53,6 +53,6 @@ def key_refresh_refused(w: World) -> None:
     w.record.checked.append("the refusal stated once, naming sts:GetFederationToken; no termination for the silence")
 
 
-@pytest.mark.parametrize("scenario_name", names(GROUP, both_stores=True))
+@pytest.mark.parametrize("scenario_name", names(GROUP))
 def test_keys_on_the_emulator(scenario_name: str, fault_pool: Pool, record: Record) -> None:
     expect_scenario(fault_pool, scenario_name, record)
