@@ -54,13 +54,14 @@ from .providers.tencent.vocabulary import ChargeType
 from .spec import JobSpec
 from .spec.container import docker_hub_name, image_host
 from .spec.secrets import with_secrets
+from .spec.userconfig import load_user_config, unset_urls, with_user_defaults
 from .spec.workload import LATEST_OF
 from .staging import bootstrap
 from .staging.agent_config import locations
 from .staging.launch import launch_request
 from .staging.secrets import gather as gather_secrets
 from .state import jobdoc
-from .state.home import died_here, state_db, store_url
+from .state.home import cvmjob_home, died_here, state_db, store_url
 from .state.machine import JobState
 from .state.store import Event, JobRecord, NewJob, NodeRecord, PoolStore, Store
 from .target import Target, connect, embedded, reconnect, resolve
@@ -401,6 +402,11 @@ def plan(
     spec, policies = load_job(spec_path, overrides, document)
     spec = with_secrets(spec, secret_names)
     gather_secrets(spec.secrets, os.environ)  # a missing one is said before anything is made
+    spec = with_user_defaults(spec, load_user_config(cvmjob_home()))
+    if unset := unset_urls(spec.notify, os.environ):
+        raise PlanError([f"notify: ${name} is not set (or empty) in this environment, and the controller reads the "
+                         f"receiver's URL from it: export {name}=<the webhook's URL>, in every controller's "
+                         "environment that may drive the job" for name in unset])
     settings = settings_for(spec, policies.recovery, policies.pool)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)

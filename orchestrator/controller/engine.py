@@ -39,6 +39,7 @@ from ..lifecycle.execute import Emit, Ensured, Executor, Next, PermanentFailure
 from ..lifecycle.lease import LeaseGuard
 from ..lifecycle.observation import Observation
 from ..lifecycle.observe import CloudLook, look, observe_agents
+from ..notify.deliver import Deliverer
 from ..plan.models import Plan
 from ..plan.settings import Settings
 from ..providers.tencent import TencentSdk
@@ -47,6 +48,7 @@ from ..providers.tencent.errors import CloudError, NotFoundError, TransientError
 from ..providers.tencent.retry import waited
 from ..providers.tencent.storage import ObjectStore
 from ..state.machine import JobState
+from ..state.outbox import Outbox
 from ..state.store import FencedOut, JobRecord, NodeRecord, PoolStore, Store, StoreBusy
 from ..target import Target, connect, reconnect
 from .settings import LEASE_SECONDS
@@ -61,6 +63,9 @@ BETWEEN_SECONDS = 0.25  # how often sleep() calls its ``between`` (a controller 
 # How often a state bucket's signals are listed, at most: a reclaim's notice gives minutes. Listing again as soon
 # as the last listing came back kept a `cvmjob run` of one job at a hundred COS listings a second.
 SIGNALS_SECONDS = 1.0
+# At the end, how long the notifications still due (a job's last) may hold the process up: a receiver that never
+# answers costs this, and its notification waits for the next controller of the store.
+NOTIFY_FLUSH_SECONDS = 3.0
 PATIENCE_SECONDS = 1.0  # the longest a step that is not urgent waits for API tokens, in all
 # The looks at training jobs, at most, whatever their number: the ends of attempts and reclaim notices come as
 # signals, so such a look is for what nobody signals (a vanished instance, a silent agent), and a thousand jobs
@@ -155,6 +160,8 @@ class Engine:
         # Jobs held with controls of their own (a `cvmjob run` in the foreground): the only ones whose controls
         # sleep() polls, so that a thousand held jobs cost it nothing.
         self._steered: set[str] = set()
+        # Sends the store's notifications (any job's: what a killed controller left too), from the first job held.
+        self.notifier = Deliverer(Outbox(store), owner, now=now)
 
     # -- holding jobs ---------------------------------------------------------------------------------------
     def hold(self, job: JobRecord, token: int, *, emit: Emit = lambda kind, message: None,
@@ -186,6 +193,7 @@ class Engine:
         )
         held = Held(job_id, token, target, sdk, executor, job.settings, plan, controls, on_round)
         self.held[job_id] = held
+        self.notifier.start()
         return held
 
     def _connection(self, target: Target) -> TencentSdk:
@@ -209,6 +217,7 @@ class Engine:
         self._pool.stop()
         for job_id in list(self.held):
             self.drop(job_id)
+        self.notifier.stop(within=NOTIFY_FLUSH_SECONDS)
 
     # -- rounds ---------------------------------------------------------------------------------------------
     def round(self) -> list[JobRecord]:

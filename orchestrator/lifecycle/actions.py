@@ -45,6 +45,7 @@ class Move:
     reason: str
     outcome: JobState | None = None
     keep_until: float | None = None
+    reclaimed: bool = False  # the cloud took a spot instance of the attempt back: a ``reclaimed`` notification
 
 
 @dataclass(frozen=True)

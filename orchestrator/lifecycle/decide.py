@@ -163,12 +163,18 @@ def _lost_nodes(current: list[NodeRecord], obs: Observation) -> list[tuple[int, 
     return lost
 
 
+def _reclaimed(current: list[NodeRecord], lost: list[tuple[int, NodeState, str]]) -> bool:
+    """A spot node that went down (not one whose launch failed): the cloud took it back, notice or none."""
+    spot = {n.node for n in current if n.charge_type == ChargeType.SPOT}
+    return any(node in spot and state == NodeState.LOST for node, state, _ in lost)
+
+
 def _booting(r: _Round) -> list[Action]:
     if r.job.cancel_requested:
         return [Move(S.TEARING_DOWN, "cancelled while booting", outcome=S.CANCELLED)]
     lost = _lost_nodes(r.current, r.obs)
     if lost:
-        return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
+        return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2], reclaimed=_reclaimed(r.current, lost))]
     seen = _seen(r.obs)
     newly_running = tuple(
         (n.node, NodeState.RUNNING, "instance RUNNING")
@@ -245,14 +251,14 @@ def _running(r: _Round) -> list[Action]:
     preempted = [r for r in results if r.outcome == Outcome.PREEMPTED]
     if preempted:
         updates = tuple((n.node, NodeState.LOST, f"preempted: {preempted[0].reason}") for n in r.current)
-        return [MarkNodes(updates), Move(S.RECOVERING, f"spot reclaim: {preempted[0].reason}")]
+        return [MarkNodes(updates), Move(S.RECOVERING, f"spot reclaim: {preempted[0].reason}", reclaimed=True)]
     # A lost node decides before the others' reports: losing a peer makes their training fail, which is not the
     # training's fault. With torchrun elastic (train.elastic_min_nodes) enough survivors keep the attempt going.
     lost = _lost_nodes(r.current, r.obs)
     if lost:
         survivors = sum(1 for n in r.current if not n.state.is_ended()) - len(lost)
         if r.s.elastic_min_nodes is None or survivors < r.s.elastic_min_nodes:
-            return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2])]
+            return [MarkNodes(tuple(lost)), Move(S.RECOVERING, lost[0][2], reclaimed=_reclaimed(r.current, lost))]
         doomed = tuple(
             n.instance_id
             for n in r.current

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..contract import Control
+from ..notify import events as notify
 from ..providers.tencent.retry import guarded, retrying
 from ..state import jobdoc
 from .actions import (
@@ -65,7 +66,10 @@ class Executor(Attempts, Instances, Images, Records):
             changes["outcome"] = action.outcome
         if action.keep_until is not None:
             changes["keep_until"] = action.keep_until
-        self.store.transition(self.job_id, self.token, job.state, action.target, action.reason, self.now(), **changes)
+        now = self.now()
+        notices = notify.for_move(job, notify.Moved(action.target, action.reason, action.reclaimed), now)
+        self.store.transition(self.job_id, self.token, job.state, action.target, action.reason, now,
+                              notices=notices, **changes)
         self.emit("state", f"{action.target.value}: {action.reason}")
         if action.target.is_terminal() and job.spec.secrets:
             # Nothing launches a job that has ended: its secrets' one copy goes with it.

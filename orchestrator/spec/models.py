@@ -23,6 +23,7 @@ from orchestrator.spec.fields import (
     Zone,
 )
 from orchestrator.spec.network import NetworkSpec
+from orchestrator.spec.notify import NotifyTarget
 from orchestrator.spec.snapshot import IMAGE_NAME_MAX_LENGTH, SnapshotSpec
 from orchestrator.spec.workload import CheckpointSpec, DataSource, EnvName, OutputSpec, TrainSpec
 
@@ -125,6 +126,9 @@ class JobSpec(SpecModel):
     on the host, with the boot image's Python."""
     policies: PolicyRefs = PolicyRefs()
     """Named policies."""
+    notify: tuple[NotifyTarget, ...] | None = None
+    """Where the job's events are posted (docs/notifications.md). Unset: the ``notify`` of your config file
+    ($CVMJOB_HOME/config.yaml), if any; ``[]``: none."""
 
     @property
     def cam_role(self) -> str | None:

@@ -5,7 +5,19 @@ tests/unit/state/test_migrations.py checks that the migrations at head produce e
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, MetaData, Table, Text, text
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
 
 metadata = MetaData()
 
@@ -127,4 +139,29 @@ sweepers = Table(
     Column("owner", Text, nullable=False),
     Column("token", BigInteger().with_variant(Integer(), "sqlite"), nullable=False),
     Column("expires", Float, nullable=False),
+)
+
+# The notifications to send (state/outbox.py): written in the transaction of the transition they tell of, marked
+# sent once the receiver took one, so that a controller killed in between (or a replica taking over) sends what is
+# left and nothing twice. ``target`` is the spec's target as JSON: a url_env's name, never the URL it holds.
+notifications = Table(
+    "notifications",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("subject", Text, nullable=False),  # the job id (or the study) the event is of
+    Column("key", Text, nullable=False),  # the event's own id, the same in every retry: receivers dedupe by it
+    Column("event", Text, nullable=False),
+    Column("target", Text, nullable=False),
+    Column("body", Text, nullable=False),  # the json format's event; the other formats are rendered from it
+    Column("state", Text, nullable=False, server_default="pending"),  # pending | sent | gave_up
+    Column("tries", Integer, nullable=False, server_default=text("0")),
+    Column("next_at", Float, nullable=False),
+    Column("claimed_by", Text),
+    Column("claimed_until", Float, nullable=False, server_default=text("0")),
+    Column("created_at", Float, nullable=False),
+    Column("sent_at", Float),
+    Column("last_error", Text, nullable=False, server_default=""),
+    UniqueConstraint("key", "target", name="notifications_once"),
+    Index("notifications_due", "state", "next_at"),
+    sqlite_autoincrement=True,
 )

@@ -41,8 +41,9 @@ from ..plan.settings import Settings
 from ..providers.tencent.vocabulary import ChargeType
 from ..spec.models import JobSpec
 from ..target.resolve import Target
-from . import migrations
+from . import migrations, outbox
 from .machine import JobState, NodeState, check_transition
+from .outbox import NewNotification
 from .schema import controllers, events, images, jobs, nodes, pool_instances, sweepers
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
@@ -780,8 +781,10 @@ class Store:
         target: JobState,
         reason: str,
         now: float,
+        notices: Collection[NewNotification] = (),
         **changes: Any,
     ) -> None:
+        """``notices``: the notifications of this transition, recorded with it (state/outbox.py)."""
         with self._write() as conn:
             row = self._fence(conn, job_id, token)
             current = JobState(row.state)
@@ -799,6 +802,7 @@ class Store:
                     detail=reason,
                 )
             )
+            outbox.record(conn, notices, now)
         _crash_point(f"{current.value}->{target.value}")
 
     def update(self, job_id: str, token: int, now: float, **changes: Any) -> None:

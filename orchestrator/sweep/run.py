@@ -303,6 +303,9 @@ class Sweeper:
         if share is not None:
             limit = round(max(share if own is None else min(share, own), 0.01), 4)
             document = set_values(document, {"limits.max_cost": limit})
+        # A trial notifies only where the job spec itself says so: the user config's default is for the jobs people
+        # submit, and a sweep of fifty trials posting fifty "succeeded" would bury the ones that matter.
+        document = {**document, "notify": document.get("notify") or []}
         failed = self.spec.brakes.per_placement_failures
         why = f"failed {failed} times in this sweep (brakes.per_placement_failures)"
         avoid = dict.fromkeys(placements_to_avoid(self._placement_failures(), failed), why)

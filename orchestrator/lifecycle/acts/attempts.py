@@ -6,6 +6,7 @@ import functools
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ...contract import (
     CredentialsDoc,
@@ -199,7 +200,7 @@ class Attempts(ExecutorBase):
             retrying(functools.partial(self.state.put_json, key, doc))
         return issued
 
-    def _keys_on_record(self, issued: Issued | None) -> dict[str, float]:
+    def _keys_on_record(self, issued: Issued | None) -> dict[str, Any]:
         """The job's columns that tell decide() when the agents' credentials were issued and when the first of
         them expires (it rotates them)."""
         if issued is None or issued.expires_at is None:

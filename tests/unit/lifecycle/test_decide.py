@@ -199,7 +199,8 @@ def test_a_kept_instance_waits_out_its_time_then_is_torn_down_with_the_failure_a
 
 def test_preempted_agent_report_recovers() -> None:
     actions = run(job(S.RUNNING), seen(instance(), status(Phase.PREEMPTED), result(Outcome.PREEMPTED, "notice")))
-    assert actions == [MarkNodes(((0, "lost", "preempted: notice"),)), Move(S.RECOVERING, "spot reclaim: notice")]
+    assert actions == [MarkNodes(((0, "lost", "preempted: notice"),)),
+                       Move(S.RECOVERING, "spot reclaim: notice", reclaimed=True)]
 
 
 def test_a_training_is_looked_at_routinely_and_an_ended_attempt_soon_for_its_result() -> None:
@@ -331,6 +332,13 @@ def test_a_peer_failing_because_another_node_went_away_is_a_loss_not_a_failure()
     failed = result(Outcome.TRAINING_FAILED, "connection reset by peer")
     going = instance("TERMINATING", "ins-00000002")
     actions = run(job(S.RUNNING), two_seen(going, first_result=failed), two_nodes())
+    assert actions[-1] == Move(S.RECOVERING, "the instance is terminating (reclaimed?)", reclaimed=True)
+
+
+def test_an_on_demand_instance_that_went_down_is_lost_not_reclaimed() -> None:
+    going = instance("TERMINATING", "ins-00000002")
+    on_demand = [replace(n, charge_type=ChargeType.ON_DEMAND) for n in two_nodes()]
+    actions = run(job(S.RUNNING), two_seen(going), on_demand)
     assert actions[-1] == Move(S.RECOVERING, "the instance is terminating (reclaimed?)")
 
 

@@ -74,7 +74,7 @@ def store(db: Path) -> Iterator[Store]:
 
 
 # Fields the documents gained since 9215efb, as an old document reads: each its default, nothing else differs.
-ADDED = {"spec": {"network": NetworkSpec().model_dump(mode="json"), "secrets": [], "container": None},
+ADDED = {"spec": {"network": NetworkSpec().model_dump(mode="json"), "secrets": [], "container": None, "notify": None},
          "plan": {"network": None, "gpu_driver": None, "bucket_regions": {}}}
 
 

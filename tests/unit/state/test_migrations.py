@@ -58,7 +58,7 @@ def test_a_new_store_is_at_head_with_exactly_the_tables_the_store_queries(open_s
                                                                           store_url: str) -> None:
     Store(store_url).close()
     Store(store_url).close()  # opening it again changes nothing
-    assert version(raw) == (migrations.head(),) == ("0008",)
+    assert version(raw) == (migrations.head(),) == ("0009",)
     with raw.connect() as conn:
         assert compare_metadata(context(conn), metadata) == []
 
@@ -288,7 +288,7 @@ def test_a_store_at_0006_keeps_its_leases_and_takes_63_bit_tokens(store_url: str
                      {"spec": json.dumps(CLEAN_SPEC), "plan": json.dumps(PLAN), "cloud": json.dumps(TARGET)})
     store = Store(store_url)
     try:
-        assert version(raw) == ("0008",)
+        assert version(raw) == ("0009",)
         job = store.get("job-old")
         assert job is not None and (job.lease_owner, job.lease_token) == ("ctl", 4)
         store.note("job-old", 4, "note", "ctl still holds it", 10)  # its holder's token still passes

@@ -1,0 +1,85 @@
+"""Which notifications a transition makes: pure, from the job as it was and where decide() moves it.
+
+The json body is cvmjob's documented event (docs/notifications.md), versioned by ``schema``; every other format is
+rendered from it when it is sent, so the store holds one shape."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..spec.notify import NotifyEvent
+from ..state.machine import EXIT_CODES, JobState
+from ..state.outbox import NewNotification
+from ..state.store import JobRecord
+
+SCHEMA = "cvmjob.notification/v1"
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A transition as the notifications see it."""
+
+    target: JobState
+    reason: str
+    reclaimed: bool = False  # a spot instance of the attempt was taken back
+
+
+def events_of(move: Moved) -> list[NotifyEvent]:
+    if move.target == JobState.SUCCEEDED:
+        return [NotifyEvent.SUCCEEDED]
+    if move.target == JobState.CANCELLED:
+        return [NotifyEvent.CANCELLED]
+    if move.target == JobState.FAILED_BUDGET:
+        return [NotifyEvent.FAILED, NotifyEvent.BUDGET_REACHED]
+    if move.target.is_terminal():
+        return [NotifyEvent.FAILED]
+    return [NotifyEvent.RECLAIMED] if move.reclaimed else []
+
+
+def for_move(job: JobRecord, move: Moved, now: float) -> list[NewNotification]:
+    """The notifications of ``job`` (as read before the move) taking ``move``, one per target that wants each."""
+    targets = job.spec.notify or ()
+    notices = []
+    for event in events_of(move):
+        wanting = [t for t in targets if event in t.on]
+        if not wanting:
+            continue
+        key = event_id(job, event)
+        body = job_event(job, move, event, key, now)
+        notices += [NewNotification(subject=job.job_id, key=key, event=event.value,
+                                    target=t.model_dump(mode="json"), body=body) for t in wanting]
+    return notices
+
+
+def event_id(job: JobRecord, event: NotifyEvent) -> str:
+    """One event of a kind per attempt (a job ends once; an attempt is reclaimed once): the id receivers dedupe by."""
+    return f"{job.job_id}/{event.value}/{job.attempt}"
+
+
+def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: float) -> dict[str, Any]:
+    ended = move.target.is_terminal()
+    return {
+        "schema": SCHEMA,
+        "id": key,
+        "event": event.value,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "job": {
+            "id": job.job_id,
+            "name": job.name,
+            "state": move.target.value,
+            "reason": move.reason,
+            "attempt": job.attempt,
+            "exit_code": EXIT_CODES[move.target] if ended else None,
+            "cost_cny": round(job.cost_cny, 4),
+            "image_id": job.image_id,
+        },
+        "text": _text(job, move, event),
+    }
+
+
+def _text(job: JobRecord, move: Moved, event: NotifyEvent) -> str:
+    what = {NotifyEvent.RECLAIMED: f"attempt {job.attempt} reclaimed, recovering",
+            NotifyEvent.BUDGET_REACHED: "stopped at its limits.max_cost"}.get(event, move.target.value)
+    return f"cvmjob: job {job.name} ({job.job_id}) {what}: {move.reason} (cost so far {job.cost_cny:.2f} CNY)"

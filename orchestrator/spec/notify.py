@@ -1,0 +1,75 @@
+"""``notify:``: where a job's (or a sweep's) events are posted, in which shape, and which events.
+
+A webhook URL of WeCom, Feishu, DingTalk or Slack carries its token (a query's ``key``/``access_token``, a path's
+hook id), so those are named by ``url_env``: the variable that holds the URL in every controller's environment.
+Only the name reaches the store; the URL is read when a notification is sent."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, Field, model_validator
+
+from orchestrator.spec.base import SpecModel, field_problem
+from orchestrator.spec.workload import EnvName
+
+
+class NotifyEvent(str, Enum):
+    """What a notification is about (docs/notifications.md lists each one's fields)."""
+
+    SUCCEEDED = "succeeded"  # a job ended SUCCEEDED
+    FAILED = "failed"  # a job ended in a FAILED_* state
+    CANCELLED = "cancelled"  # a job ended CANCELLED
+    RECLAIMED = "reclaimed"  # a spot instance of a job's attempt was reclaimed (the job recovers)
+    BUDGET_REACHED = "budget_reached"  # a job's limits.max_cost stopped it (also a ``failed``)
+
+
+Format = Literal["json", "wecom", "feishu", "dingtalk", "slack"]
+DEFAULT_EVENTS = (NotifyEvent.SUCCEEDED, NotifyEvent.FAILED, NotifyEvent.CANCELLED)
+
+
+def _http_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    if parts.query or parts.username or parts.password:
+        raise ValueError("a URL with a query or a login may hold a token, and the spec is kept in plain text. put "
+                         "the URL in an environment variable and name it in url_env")
+    return url
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+class NotifyTarget(SpecModel):
+    """One receiver of notifications."""
+
+    url: HttpUrl | None = None
+    """The receiver's URL, written in the spec (kept in plain text: only a URL without a token, e.g. your own
+    receiver's). Exactly one of url and url_env."""
+    url_env: EnvName | None = Field(None, examples=["WECOM_WEBHOOK"])
+    """The environment variable that holds the URL, read by the controller when it sends (every controller that
+    may drive the job needs it: `cvmjob run`, `resume`, `controller`). Exactly one of url and url_env."""
+    format: Format = "json"
+    """The body's shape: json (cvmjob's own versioned event, docs/notifications.md), or the message of a wecom,
+    feishu, dingtalk or slack group robot (incoming webhook)."""
+    on: tuple[NotifyEvent, ...] = Field(DEFAULT_EVENTS, min_length=1)
+    """The events to send. Default: succeeded, failed, cancelled."""
+
+    @model_validator(mode="after")
+    def _one_url(self) -> NotifyTarget:
+        if (self.url is None) == (self.url_env is None):
+            raise field_problem("url", "give exactly one of url and url_env")
+        if self.url is not None and self.format != "json":
+            raise field_problem("url", f"a {self.format} webhook's URL holds its token. put it in an environment "
+                                       "variable and name it in url_env")
+        if len(set(self.on)) != len(self.on):
+            raise field_problem("on", "an event is listed twice")
+        return self
+
+    def describe(self) -> str:
+        """The target for people: never the URL of a url_env (it may hold a token)."""
+        where = f"${self.url_env}" if self.url_env is not None else str(self.url)
+        return f"{self.format} to {where}"
