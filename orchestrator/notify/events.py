@@ -28,14 +28,14 @@ class Moved:
 
 def events_of(move: Moved) -> list[NotifyEvent]:
     if move.target == JobState.SUCCEEDED:
-        return [NotifyEvent.SUCCEEDED]
+        return ["succeeded"]
     if move.target == JobState.CANCELLED:
-        return [NotifyEvent.CANCELLED]
+        return ["cancelled"]
     if move.target == JobState.FAILED_BUDGET:
-        return [NotifyEvent.FAILED, NotifyEvent.BUDGET_REACHED]
+        return ["failed", "budget_reached"]
     if move.target.is_terminal():
-        return [NotifyEvent.FAILED]
-    return [NotifyEvent.RECLAIMED] if move.reclaimed else []
+        return ["failed"]
+    return ["reclaimed"] if move.reclaimed else []
 
 
 def for_move(job: JobRecord, move: Moved, now: float) -> list[NewNotification]:
@@ -48,14 +48,14 @@ def for_move(job: JobRecord, move: Moved, now: float) -> list[NewNotification]:
             continue
         key = event_id(job, event)
         body = job_event(job, move, event, key, now)
-        notices += [NewNotification(subject=job.job_id, key=key, event=event.value,
+        notices += [NewNotification(subject=job.job_id, key=key, event=event,
                                     target=t.model_dump(mode="json"), body=body) for t in wanting]
     return notices
 
 
 def event_id(job: JobRecord, event: NotifyEvent) -> str:
     """One event of a kind per attempt (a job ends once; an attempt is reclaimed once): the id receivers dedupe by."""
-    return f"{job.job_id}/{event.value}/{job.attempt}"
+    return f"{job.job_id}/{event}/{job.attempt}"
 
 
 def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: float) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: fl
     return {
         "schema": SCHEMA,
         "id": key,
-        "event": event.value,
+        "event": event,
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
         "job": {
             "id": job.job_id,
@@ -80,6 +80,6 @@ def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: fl
 
 
 def _text(job: JobRecord, move: Moved, event: NotifyEvent) -> str:
-    what = {NotifyEvent.RECLAIMED: f"attempt {job.attempt} reclaimed, recovering",
-            NotifyEvent.BUDGET_REACHED: "stopped at its limits.max_cost"}.get(event, move.target.value)
+    what = {"reclaimed": f"attempt {job.attempt} reclaimed, recovering",
+            "budget_reached": "stopped at its limits.max_cost"}.get(event, move.target.value)
     return f"cvmjob: job {job.name} ({job.job_id}) {what}: {move.reason} (cost so far {job.cost_cny:.2f} CNY)"

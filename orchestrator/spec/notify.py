@@ -6,7 +6,6 @@ Only the name reaches the store; the URL is read when a notification is sent."""
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -15,19 +14,12 @@ from pydantic import AfterValidator, Field, model_validator
 from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.workload import EnvName
 
-
-class NotifyEvent(str, Enum):
-    """What a notification is about (docs/notifications.md lists each one's fields)."""
-
-    SUCCEEDED = "succeeded"  # a job ended SUCCEEDED
-    FAILED = "failed"  # a job ended in a FAILED_* state
-    CANCELLED = "cancelled"  # a job ended CANCELLED
-    RECLAIMED = "reclaimed"  # a spot instance of a job's attempt was reclaimed (the job recovers)
-    BUDGET_REACHED = "budget_reached"  # a job's limits.max_cost stopped it (also a ``failed``)
-
-
+# What a notification is about (docs/notifications.md lists each one's fields): a job that ended SUCCEEDED, in a
+# FAILED_* state or CANCELLED; a spot instance of an attempt reclaimed (the job recovers); limits.max_cost reached
+# (also a ``failed``).
+NotifyEvent = Literal["succeeded", "failed", "cancelled", "reclaimed", "budget_reached"]
 Format = Literal["json", "wecom", "feishu", "dingtalk", "slack"]
-DEFAULT_EVENTS = (NotifyEvent.SUCCEEDED, NotifyEvent.FAILED, NotifyEvent.CANCELLED)
+DEFAULT_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled")
 
 
 def _http_url(url: str) -> str:
@@ -55,7 +47,7 @@ class NotifyTarget(SpecModel):
     format: Format = "json"
     """The body's shape: json (cvmjob's own versioned event, docs/notifications.md), or the message of a wecom,
     feishu, dingtalk or slack group robot (incoming webhook)."""
-    on: tuple[NotifyEvent, ...] = Field(DEFAULT_EVENTS, min_length=1)
+    on: tuple[NotifyEvent, ...] = DEFAULT_EVENTS
     """The events to send. Default: succeeded, failed, cancelled."""
 
     @model_validator(mode="after")
@@ -65,6 +57,8 @@ class NotifyTarget(SpecModel):
         if self.url is not None and self.format != "json":
             raise field_problem("url", f"a {self.format} webhook's URL holds its token. put it in an environment "
                                        "variable and name it in url_env")
+        if not self.on:
+            raise field_problem("on", "must not be empty. name the events to send, e.g. [failed]")
         if len(set(self.on)) != len(self.on):
             raise field_problem("on", "an event is listed twice")
         return self

@@ -14,16 +14,23 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from orchestrator.spec.errors import SpecError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_STR_TAG = "tag:yaml.org,2002:str"
 
 
 class _NoDuplicatesLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key written twice in one mapping (plain PyYAML keeps the last silently)."""
+    """SafeLoader that rejects a key written twice in one mapping (plain PyYAML keeps the last silently), and reads
+    the keys ``on``, ``off``, ``yes``, ``no`` as the words they are: YAML 1.1 makes them booleans, so ``notify``'s
+    ``on:`` arrived as the key True."""
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: set[object] = set()
         for key_node, _ in node.value:
             if key_node.tag == _MERGE_TAG:
                 continue
+            if (isinstance(key_node, ScalarNode) and key_node.tag == _BOOL_TAG and not key_node.style
+                    and key_node.value.lower() not in ("true", "false")):
+                key_node.tag = _STR_TAG
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 continue  # SafeConstructor reports it ("found unhashable key")

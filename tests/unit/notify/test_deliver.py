@@ -8,13 +8,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import get_args
 
 import pytest
 
 from orchestrator.notify import deliver
 from orchestrator.notify.deliver import Deliverer
 from orchestrator.notify.events import Moved, for_move
-from orchestrator.spec.notify import NotifyTarget
+from orchestrator.spec.notify import NotifyEvent
 from orchestrator.state.machine import JobState
 from orchestrator.state.outbox import CLAIM_SECONDS, Outbox
 from orchestrator.state.store import Store
@@ -163,6 +164,5 @@ def test_a_target_that_does_not_want_the_event_gets_nothing(store: Store) -> Non
     (Moved(JobState.RUNNING, "agent reports"), []),
 ])
 def test_which_transitions_notify(move: Moved, events: list[str]) -> None:
-    every = [e.value for e in NotifyTarget.model_fields["on"].annotation.__args__[0]]  # type: ignore[union-attr]
-    job = job_record(spec=spec(notify=[{"url": "http://127.0.0.1:9/x", "on": every}]))
+    job = job_record(spec=spec(notify=[{"url": "http://127.0.0.1:9/x", "on": list(get_args(NotifyEvent))}]))
     assert [n.event for n in for_move(job, move, 0.0)] == events

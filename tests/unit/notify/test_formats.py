@@ -8,13 +8,12 @@ import pytest
 
 from orchestrator.notify import formats
 from orchestrator.notify.events import Moved, job_event
-from orchestrator.spec.notify import NotifyEvent
 from orchestrator.state.machine import JobState
 from tests.records import job_record
 
 DOCUMENTED = json.loads((Path(__file__).parent / "fixtures" / "documented.json").read_text())
 EVENT = job_event(job_record(cost_cny=0.1234), Moved(JobState.SUCCEEDED, "trained and imaged"),
-                  NotifyEvent.SUCCEEDED, "job-1/succeeded/1", 0.0)
+                  "succeeded", "job-1/succeeded/1", 0.0)
 
 
 def _shape(value: Any) -> Any:
