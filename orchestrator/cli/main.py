@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..spec import JobSpec
     from ..spec.durations import parse_duration
     from ..state.home import controller_name, store_url
+    from ..state.outbox import Outbox
     from ..state.store import JobRecord, Store
     from ..target import embedded, in_ci, refuse_silent_emulator
     from . import render
@@ -58,6 +59,7 @@ else:
     controller_name = lazy_name("orchestrator.state.home", "controller_name")
     store_url = lazy_name("orchestrator.state.home", "store_url")
     Store = lazy_name("orchestrator.state.store", "Store")
+    Outbox = lazy_name("orchestrator.state.outbox", "Outbox")
     embedded = lazy_module("orchestrator.target.embedded")
     in_ci = lazy_name("orchestrator.target", "in_ci")
     refuse_silent_emulator = lazy_name("orchestrator.target", "refuse_silent_emulator")
@@ -312,10 +314,13 @@ def status(job: NewestJob = None, output: Output = "text") -> None:
     record = _job_or_newest(store, job)
     view = api.agent_view(record, every_node=True)
     nodes, events = api.job_history(store, record)
+    told = Outbox(store).of(record.job_id)
     if output == "json":
-        render.print_json(render.job_json(record, events, nodes, view))
+        render.print_json({**render.job_json(record, events, nodes, view),
+                           "notifications": render.notifications_json(told)})
     else:
         render.show_job(record, events, nodes, view)
+        render.show_notifications(told)
 
 
 @app.command("ls")

@@ -7,6 +7,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from pydantic import ValidationError
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -19,8 +20,10 @@ from ..lifecycle.observation import Observation
 from ..plan import sizing
 from ..plan.models import Plan
 from ..providers.tencent.vocabulary import ChargeType, stock_word
+from ..spec.notify import NotifyTarget
 from ..staging.agent_config import locations
 from ..state.machine import EXIT_CODES, JobState
+from ..state.outbox import Notification
 from ..state.store import Event, JobRecord, NodeRecord
 from ..text import duration, show_values
 
@@ -286,6 +289,28 @@ def show_job(job: JobRecord, events: list[Event], nodes: list[NodeRecord], view:
         console.print(f"image: {job.image_id}")
     if job.state.is_terminal():
         console.print(f"cost: {money(job.cost_cny)}; exit code {EXIT_CODES.get(job.state)}")
+
+
+def notifications_json(told: list[Notification]) -> list[dict[str, Any]]:
+    return [{"event": n.event, "id": n.key, "target": _told_to(n), "state": n.state, "tries": n.tries,
+             "sent_at": n.sent_at, "last_error": n.last_error} for n in told]
+
+
+def show_notifications(told: list[Notification]) -> None:
+    """One line per notification not sent yet (or given up): a webhook that fails is worth knowing about."""
+    for n in told:
+        if n.state != "sent":
+            style = "red" if n.state == "gave_up" else "yellow"
+            console.print(f"notify: {n.event} {_told_to(n)}: {n.state.replace('_', ' ')} after {n.tries} "
+                          f"tr{'y' if n.tries == 1 else 'ies'}" + (f" ({n.last_error})" if n.last_error else ""),
+                          style=style, markup=False)
+
+
+def _told_to(n: Notification) -> str:
+    try:
+        return NotifyTarget.model_validate(n.target).describe()
+    except ValidationError:
+        return "(a target this cvmjob cannot read)"
 
 
 def phases_table(events: list[Event]) -> Table:

@@ -121,5 +121,12 @@ def test_each_event_reaches_each_receiver_once_across_a_killed_controller(
     assert receivers.got.get("down") and receivers.got.get("silent")
     final = cli.status(job)
     assert exited - final["updated_at"] < 10, (exited, final["updated_at"])
+    told = {(n["target"], n["event"]): n for n in final["notifications"]}
+    assert told[("json to " + receivers.url("json"), "succeeded")]["state"] == "sent"
+    assert told[("wecom to $WECOM_HOOK", "reclaimed")]["state"] == "sent"
+    down = told[("json to " + receivers.url("down"), "reclaimed")]
+    assert down["state"] == "pending" and down["tries"] >= 1 and down["last_error"] == "HTTP 500: ok", down
+    text = cli.run("status", job, timeout=60).stdout
+    assert f"notify: reclaimed json to {receivers.url('down')}: pending after" in text, text
     assert "robot-token" not in cli.output() and "robot-token" not in (cli.home / "state.db").read_bytes().decode(
         "latin-1")
