@@ -37,7 +37,7 @@ from .actions import (
     Wait,
 )
 from .observation import KeysRefused, NodeSeen, Observation
-from .recovery import Backoff, GiveUp, Relaunch, next_placement, summarize
+from .recovery import RETRY_REASON, Backoff, GiveUp, Relaunch, next_placement, summarize
 
 S = JobState
 # An agent that went silent (contract.SILENT_AFTER) gets new keys, in case the cloud stopped taking its own
@@ -276,6 +276,12 @@ def _running(r: _Round) -> list[Action]:
             return [Wait(r.s.poll_seconds, "a node failed while another is going away: waiting to tell which")]
         worst = failures[0]
         reason = f"{worst.outcome.value}: {worst.reason}".strip(": ")
+        cause = _retry_cause(r.s, worst)
+        if cause is not None:
+            done = len({n.attempt for n in r.nodes if n.end_reason.startswith(RETRY_REASON)})
+            if done < r.s.retry.max:
+                return _retry(r, cause, done + 1)
+            reason += f" (train.retry: its {r.s.retry.max} retries spent)"
         return _fail(r.s, _FAILURE_STATES[worst.outcome], reason, r.obs.now)
     if len(results) == len(expected) and all(r.outcome == Outcome.SUCCEEDED for r in results):
         if r.s.snapshot:
@@ -318,6 +324,27 @@ def _running(r: _Round) -> list[Action]:
         # The agent signals its end before its result: a reclaimed node's emergency checkpoint, a last upload.
         return [*_refresh(r), Wait(r.s.poll_seconds, "an agent ended its attempt; its result follows")]
     return [*_refresh(r), Wait(r.s.poll_training_seconds, "running", routine=True)]
+
+
+def _retry_cause(s: Settings, failed: Result) -> str | None:
+    """Why train.retry tries ``failed``'s attempt again on a fresh instance, or None when it does not."""
+    if failed.outcome == Outcome.TRAINING_FAILED and failed.exit_code in s.retry.exit_codes:
+        return f"the training exited with {failed.exit_code}"
+    if failed.outcome == Outcome.HUNG and s.retry.on_hang:
+        return "the training hung"
+    return None
+
+
+def _retry(r: _Round, cause: str, number: int) -> list[Action]:
+    """The attempt ends (its instances go; a pool member goes back as a reclaim's does) and recovery relaunches."""
+    ending = [n for n in r.current if not n.state.is_ended()]
+    ids = tuple(n.instance_id for n in ending if n.instance_id and not _pool_node(r.current, n.node))
+    updates = tuple((n.node, NodeState.LOST, f"{RETRY_REASON}{cause}") for n in ending)
+    return [
+        *([Terminate(ids, f"retrying on a fresh instance: {cause}")] if ids else []),
+        MarkNodes(updates),
+        Move(S.RECOVERING, f"retry {number} of {r.s.retry.max} (train.retry): {cause}"),
+    ]
 
 
 def _silence_of_ours(r: _Round) -> list[Action]:

@@ -19,6 +19,8 @@ PREEMPTED = "preempted"  # reclaimed with a notice, or lost without one
 CAPACITY = "capacity"  # no stock / launch failed
 QUOTA = "quota"  # the account's quota in the zone (spot vCPUs, instances) refused the launch: no retry there helps
 QUOTA_REASON = "account quota: "  # how a launch the quota refused ends its node (end_reason's start)
+RETRY = "retry"  # the training failed in a way train.retry lists: tried again on a fresh instance
+RETRY_REASON = "retry: "  # how such an attempt ends its nodes (end_reason's start)
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,10 @@ def summarize(nodes: list[NodeRecord]) -> list[AttemptSummary]:
         if not ended:
             continue
         first = ended[0]
-        kind = PREEMPTED if first.state != NodeState.FAILED else \
-            QUOTA if first.end_reason.startswith(QUOTA_REASON) else CAPACITY
+        if first.state == NodeState.FAILED:
+            kind = QUOTA if first.end_reason.startswith(QUOTA_REASON) else CAPACITY
+        else:
+            kind = RETRY if first.end_reason.startswith(RETRY_REASON) else PREEMPTED
         out.append(
             AttemptSummary(
                 attempt=attempt,
@@ -87,10 +91,10 @@ def _key(p: Placement) -> tuple[str, str, str]:
 
 
 def _recovering_since(history: list[AttemptSummary]) -> float:
-    """When the current recovery began: at the end of the newest attempt that ran (a reclaim), or of the first
-    attempt if none ran. give_up_after and after_minutes count from here: counted from the first attempt ever
+    """When the current recovery began: at the end of the newest attempt that ran (a reclaim or a retry), or of the
+    first attempt if none ran. give_up_after and after_minutes count from here: counted from the first attempt ever
     ended, a job's second reclaim hours after its first gave up at once ("still no capacity after 120 min")."""
-    ran = [h for h in history if h.kind == PREEMPTED]
+    ran = [h for h in history if h.kind in (PREEMPTED, RETRY)]
     return ran[-1].ended_at if ran else history[0].ended_at
 
 
@@ -134,6 +138,10 @@ def next_placement(
     if not allowed:
         return GiveUp(JobState.FAILED_NO_CAPACITY, f"no placement allowed by the policy; tried: {tried}")
 
+    if last.kind == RETRY:
+        # What failed may be the node (a GPU's Xid error, its NIC): another zone first, where the policy allows one.
+        elsewhere = next((p for p in allowed if p.zone != last.placement.zone), None)
+        return Relaunch(elsewhere or allowed[0], f"a fresh instance after {last.reason}")
     if last.kind == PREEMPTED:
         # Reclaims come from a lack of stock, not price: the same placement often has capacity again, and it is
         # where the data cache and image are. Moving on is for launches that fail.

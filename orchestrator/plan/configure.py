@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..policy.models import PoolPolicy, RecoveryPolicy
 from ..spec.models import JobSpec
-from .settings import Backoff, RecoveryRules, Settings
+from .settings import Backoff, RecoveryRules, RetryRules, Settings
 
 
 def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> Settings:
@@ -24,6 +24,8 @@ def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> S
         pool_wait_timeout=float(pool.wait_timeout),
         short_lived_keys=spec.cam_role is None or (spec.container is not None and spec.container.tcr is not None),
         poll_training_seconds=float(recovery.reclaim_detection.poll_while_training),
+        retry=RetryRules() if (retry := spec.train.retry) is None else RetryRules(
+            exit_codes=retry.on_exit_codes, on_hang=retry.on_hang, max=retry.max),
         recovery=RecoveryRules(
             max_preemptions=recovery.max_preemptions,
             max_launch_failures=recovery.max_launch_failures,

@@ -34,6 +34,15 @@ class RecoveryRules:
 
 
 @dataclass(frozen=True)
+class RetryRules:
+    """train.retry: the failures that relaunch on a fresh instance, and how many times at most."""
+
+    exit_codes: tuple[int, ...] = ()
+    on_hang: bool = False
+    max: int = 0
+
+
+@dataclass(frozen=True)
 class Settings:
     nnodes: int = 1
     elastic_min_nodes: int | None = None  # torchrun elastic: the attempt goes on while this many nodes remain
@@ -49,6 +58,7 @@ class Settings:
     poll_seconds: float = 1.0  # while something is about to change: a launch, a recovery, a teardown
     poll_training_seconds: float = 3.0  # while the agents train: their reports are all there is to see
     recovery: RecoveryRules = field(default_factory=RecoveryRules)
+    retry: RetryRules = field(default_factory=RetryRules)
     # billing.mode reserved: the pool, and what to do when every member is busy (policies/pool)
     pool: str | None = None
     pool_when_busy: str = "wait"  # wait | on-demand | fail

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, StrictInt, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StrictBool, StrictInt, WithJsonSchema, model_validator
 
 from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.cos import CosDir
@@ -52,6 +52,27 @@ def _nproc(value: object) -> object:
 NprocPerNode = Annotated[Annotated[StrictInt, Field(ge=1)] | Literal["auto"], BeforeValidator(_nproc)]
 
 
+class RetrySpec(SpecModel):
+    """When a failed attempt is tried again on a fresh instance (resuming from the last checkpoint), as an NCCL
+    timeout, a GPU's Xid error or a node that hangs deserve."""
+
+    on_exit_codes: tuple[Annotated[StrictInt, Field(ge=1, le=255)], ...] = ()
+    """A training process's exit codes that retry (as the agent saw the worker exit; a signal's death is 128 + its
+    number, e.g. 137 for SIGKILL). Unset: none."""
+    on_hang: StrictBool = False
+    """Retry a training that hangs past train.hang_timeout."""
+    max: StrictInt = Field(2, ge=1, le=20)
+    """Retries at most, over the job's life; then the failure is the job's end, as without retry."""
+
+    @model_validator(mode="after")
+    def _something_to_retry(self) -> RetrySpec:
+        if not self.on_exit_codes and not self.on_hang:
+            raise field_problem("on_exit_codes", "nothing retries: list exit codes, or set on_hang: true")
+        if len(set(self.on_exit_codes)) != len(self.on_exit_codes):
+            raise field_problem("on_exit_codes", "an exit code is listed twice")
+        return self
+
+
 class TrainSpec(SpecModel):
     """The training command, run under torchrun on every node."""
 
@@ -72,12 +93,18 @@ class TrainSpec(SpecModel):
     """Environment variables for the workers. Names starting with CVMJOB_ are reserved."""
     hang_timeout: Annotated[Duration, within(10, 7 * DAY)] | None = None
     """No progress (no new step in the heartbeat) for this long means the job is hung. Unset: never."""
+    retry: RetrySpec | None = None
+    """Relaunch on a fresh instance for the listed exit codes or a hang (docs/spec.md, "train.retry"). Unset: a
+    failed training ends the job."""
 
     @model_validator(mode="after")
     def _elastic_range(self) -> TrainSpec:
         if self.elastic_min_nodes is not None and self.elastic_min_nodes > self.nnodes:
             raise field_problem("elastic_min_nodes", f"{self.elastic_min_nodes} is more than nnodes "
                                                      f"({self.nnodes}). use 1..{self.nnodes}")
+        if self.retry is not None and self.retry.on_hang and self.hang_timeout is None:
+            raise field_problem("retry.on_hang", "a hang is only seen with train.hang_timeout set. set it (e.g. "
+                                                 "hang_timeout: 30m)")
         return self
 
 

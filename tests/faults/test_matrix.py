@@ -2,9 +2,10 @@
 
 Rows (issue 5): 1 lost RunInstances response · 2 throttling and 5xx on every call kind · 3 no stock, quota ·
 4 bootstrap never reports · 5 COS faults during sync and upload · 6 local disk full · 7 spot notice in every
-phase · 8 reclaim without notice · 9 training crash, hang, OOM-like kill · 11 two controllers · 12 controller cut
-off from COS · 13 credentials expire · 14 image creation fails, hangs, quota · 15 TerminateInstances keeps
-failing · 16 fifty jobs at once. Row 10 (controller SIGKILL at every transition) is test_crash_points.py.
+phase · 8 reclaim without notice · 9 training crash, hang, OOM-like kill, and train.retry of a crash and a hang
+(issue 33) · 11 two controllers · 12 controller cut off from COS · 13 credentials expire · 14 image creation
+fails, hangs, quota · 15 TerminateInstances keeps failing · 16 fifty jobs at once. Row 10 (controller SIGKILL
+at every transition) is test_crash_points.py.
 """
 
 from __future__ import annotations
@@ -411,9 +412,10 @@ def reclaim_without_notice(w: World) -> None:
 # -- 9: the training itself fails ---------------------------------------------------------------------------
 @scenario("9-training-exits-non-zero", GROUP, cost=15)
 def training_crash(w: World) -> None:
-    """The training exits 3 at step 7: FAILED (exit 10), no image, the checkpoint of step 4 stays complete."""
-    job_id = w.submit(train(fail_at=7))
-    w.note("the training exits 3 at step 7")
+    """The training exits 3 at step 7, a code train.retry does not list: FAILED (exit 10), no image, the checkpoint
+    of step 4 stays complete."""
+    job_id = w.submit(train(fail_at=7), "train.retry.on_exit_codes=[4]")
+    w.note("the training exits 3 at step 7 (train.retry.on_exit_codes [4]: not this one)")
     process = w.resume(job_id)
     finish(w, job_id, JobState.FAILED)
     exit_code(w, process, JobState.FAILED)
@@ -431,6 +433,34 @@ def training_hang(w: World) -> None:
     finish(w, job_id, JobState.FAILED_HUNG)
     exit_code(w, process, JobState.FAILED_HUNG)
     assert invariants.checkpoints(w, job_id) == 4
+
+
+@scenario("9-training-exits-a-listed-code", GROUP, cost=25)
+def training_crash_retried(w: World) -> None:
+    """train.retry on exit code 3: the first attempt's training exits 3 at step 7; the attempt ends, a new instance
+    (another zone first) resumes from the checkpoint of step 4 and succeeds."""
+    job_id = w.submit(train(fail_at=7, faults_in_attempt=1), "train.retry.on_exit_codes=[3]")
+    w.note("the training exits 3 at step 7 of attempt 1 (train.retry.on_exit_codes [3])")
+    process = w.resume(job_id)
+    successful(w, job_id, process)
+    job = w.job(job_id)
+    assert job.attempt == 2, w.describe()
+    first, second = sorted(w.store().nodes(job_id), key=lambda n: n.attempt)
+    assert first.end_reason == "retry: the training exited with 3" and first.zone != second.zone, (first, second)
+    assert "tiny: resumed from step 4" in w.log_text(job_id, 2)
+    assert any("retry 1 of 2 (train.retry): the training exited with 3" in e.detail
+               for e in w.store().events(job_id)), w.describe()
+
+
+@scenario("9-training-hangs-retried", GROUP, cost=35)
+def training_hang_retried(w: World) -> None:
+    """train.retry.on_hang: the first attempt hangs at step 7, is killed after hang_timeout (10 s), and a new
+    instance resumes it to success."""
+    job_id = w.submit(train(hang_at=7, faults_in_attempt=1), "train.hang_timeout=10s", "train.retry.on_hang=true")
+    w.note("the training stops reporting at step 7 of attempt 1 (train.hang_timeout 10 s, train.retry.on_hang)")
+    process = w.resume(job_id)
+    successful(w, job_id, process)
+    assert w.job(job_id).attempt == 2, w.describe()
 
 
 @scenario("9-training-oom-killed", GROUP, cost=20)

@@ -79,6 +79,8 @@ def main() -> int:
     parser.add_argument("--fail-at", type=int)
     parser.add_argument("--hang-at", type=int)
     parser.add_argument("--kill-at", type=int)
+    parser.add_argument("--faults-in-attempt", type=int,
+                        help="--fail-at, --kill-at and --hang-at apply in this attempt only (CVMJOB_ATTEMPT)")
     parser.add_argument("--hold-at", type=int, help="wait before this step until ~/<--release> exists")
     parser.add_argument("--release", default="tiny.release", help="the file under $HOME that ends a hold")
     parser.add_argument("--check-data", action="store_true", help="print the synced files' sizes and SHA-256")
@@ -101,6 +103,8 @@ def main() -> int:
     else:
         print("tiny: fresh start", flush=True)
     print(f"start_step={start}", flush=True)
+    if args.faults_in_attempt is not None and os.environ.get("CVMJOB_ATTEMPT") != str(args.faults_in_attempt):
+        args.fail_at = args.kill_at = args.hang_at = None
     for step in range(start, args.steps):
         if step == args.hold_at:
             hold(Path.home() / args.release, step)

@@ -22,7 +22,7 @@ from orchestrator.lifecycle.actions import (
 from orchestrator.lifecycle.decide import STOP_NOW_GRACE, decide
 from orchestrator.lifecycle.observation import NodeSeen, Observation
 from orchestrator.plan.models import Placement, Plan
-from orchestrator.plan.settings import Settings
+from orchestrator.plan.settings import RetryRules, Settings
 from orchestrator.providers.tencent.compute import InstanceView
 from orchestrator.providers.tencent.images import ImageView
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
@@ -439,3 +439,41 @@ def test_a_silent_agent_whose_keys_the_controller_owes_is_not_taken_for_a_lost_i
     # A CAM role's keys are not the controller's to give: a silent agent is lost as before.
     role = replace(SETTINGS, short_lived_keys=False)
     assert isinstance(run(keys, obs, settings=role)[0], Terminate)
+
+
+RETRY_3 = replace(SETTINGS, retry=RetryRules(exit_codes=(3, 134), on_hang=True, max=2))
+
+
+def _failed(code: int) -> Observation:
+    exited = result(Outcome.TRAINING_FAILED, f"a training process exited with {code}").model_copy(
+        update={"exit_code": code})
+    return seen(instance(), status(Phase.FAILED), exited)
+
+
+def test_a_listed_exit_code_ends_the_attempt_and_recovers_on_a_fresh_instance() -> None:
+    assert run(job(S.RUNNING), _failed(3), settings=RETRY_3) == [
+        Terminate(("ins-00000001",), "retrying on a fresh instance: the training exited with 3"),
+        MarkNodes(((0, NodeState.LOST, "retry: the training exited with 3"),)),
+        Move(S.RECOVERING, "retry 1 of 2 (train.retry): the training exited with 3"),
+    ]
+
+
+def test_an_unlisted_exit_code_fails_as_without_retry() -> None:
+    assert run(job(S.RUNNING), _failed(4), settings=RETRY_3) == [
+        Move(S.TEARING_DOWN, "training_failed: a training process exited with 4", outcome=S.FAILED)]
+
+
+def test_a_hang_retries_with_on_hang_only() -> None:
+    hung = seen(instance(), status(Phase.FAILED), result(Outcome.HUNG, "no progress for 10 s"))
+    assert run(job(S.RUNNING), hung, settings=RETRY_3)[-1] == Move(
+        S.RECOVERING, "retry 1 of 2 (train.retry): the training hung")
+    assert run(job(S.RUNNING), hung)[-1] == Move(S.TEARING_DOWN, "hung: no progress for 10 s", outcome=S.FAILED_HUNG)
+
+
+def test_once_its_retries_are_spent_the_failure_ends_the_job_and_says_so() -> None:
+    retried = [replace(node(attempt=a), state=NodeState.LOST, end_reason="retry: the training exited with 3")
+               for a in (1, 2)]
+    current = node(attempt=3)
+    assert run(job(S.RUNNING, attempt=3), _failed(3), [*retried, current], settings=RETRY_3) == [
+        Move(S.TEARING_DOWN, "training_failed: a training process exited with 3 (train.retry: its 2 retries spent)",
+             outcome=S.FAILED)]

@@ -7,6 +7,8 @@ from orchestrator.lifecycle.recovery import (
     PREEMPTED,
     QUOTA,
     QUOTA_REASON,
+    RETRY,
+    RETRY_REASON,
     AttemptSummary,
     Backoff,
     GiveUp,
@@ -158,3 +160,18 @@ def test_a_node_the_quota_refused_summarizes_as_a_quota_attempt() -> None:
                       end_reason=f"{QUOTA_REASON}LimitExceeded.SpotQuota: 50 vCPU")
     stock = dataclasses.replace(node, attempt=2, end_reason="ResourceInsufficient: x")
     assert [s.kind for s in summarize([node, stock])] == [QUOTA, CAPACITY]
+
+
+def test_a_retry_goes_to_another_zone_first_and_is_not_a_reclaim() -> None:
+    node = NodeRecord(job_id="job-1", attempt=1, node=0, client_token="t", zone="z-3", instance_type="GN7.2XLARGE32",
+                      charge_type=ChargeType.SPOT, price_per_hour=1.7, instance_id="ins-1", state=NodeState.LOST,
+                      ended_at=5.0, end_reason=f"{RETRY_REASON}the training exited with 3")
+    [summary] = summarize([node])
+    assert summary.kind == RETRY
+    choice = next_placement([summary], CANDIDATES, RULES, 6, "job")
+    assert isinstance(choice, Relaunch) and choice.placement == SPOT_B
+    same_zone_only = dataclasses.replace(RULES, next_zone=False)
+    choice = next_placement([summary], CANDIDATES, same_zone_only, 6, "job")
+    assert isinstance(choice, Relaunch) and choice.placement.zone == "z-3"
+    retries = [dataclasses.replace(summary, attempt=n) for n in range(1, RULES.max_preemptions + 3)]
+    assert isinstance(next_placement(retries, CANDIDATES, RULES, 6, "job"), Relaunch)  # not counted as reclaims

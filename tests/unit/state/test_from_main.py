@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from orchestrator.contract import JobDoc, RunLabels
-from orchestrator.plan.settings import Settings
+from orchestrator.plan.settings import RetryRules, Settings
 from orchestrator.spec.network import NetworkSpec
 from orchestrator.state import jobdoc
 from orchestrator.state.machine import JobState
@@ -78,9 +78,20 @@ ADDED = {"spec": {"network": NetworkSpec().model_dump(mode="json"), "secrets": [
          "plan": {"network": None, "gpu_driver": None, "bucket_regions": {}}}
 
 
+ADDED_TO_TRAIN = {"retry": None}
+
+
 def as_read_now(old_job: dict[str, Any]) -> dict[str, Any]:
     """An old job's record as this release reads it: the old documents with the fields added since, defaulted."""
-    return {**old_job, **{name: {**old_job[name], **added} for name, added in ADDED.items()}}
+    now = {**old_job, **{name: {**old_job[name], **added} for name, added in ADDED.items()}}
+    now["spec"] = {**now["spec"], "train": {**now["spec"]["train"], **ADDED_TO_TRAIN}}
+    if now["settings"]:  # '{}' (older than settings) reads as every default
+        now["settings"] = {**now["settings"], "retry": _json(dataclasses.asdict(RetryRules()))}
+    return now
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
 
 
 def assert_reads_as_old(job: JobRecord, old: dict[str, Any]) -> None:
@@ -91,7 +102,8 @@ def assert_reads_as_old(job: JobRecord, old: dict[str, Any]) -> None:
     assert job.plan.model_dump(mode="json") == as_read_now(old)["plan"]
     assert job.target.to_json() == old["cloud"]
     # A store older than settings and labels holds '{}': read as the defaults, as the old release did.
-    assert dataclasses.asdict(job.settings) == (old["settings"] or dataclasses.asdict(Settings()))
+    assert _json(dataclasses.asdict(job.settings)) == (as_read_now(old)["settings"] or
+                                                        _json(dataclasses.asdict(Settings())))
     assert job.labels.model_dump(mode="json") == (old["labels"] or RunLabels().model_dump(mode="json"))
     assert (None if job.fingerprint is None else job.fingerprint.model_dump(mode="json")) == old["fingerprint"]
     assert {k: plain(getattr(job, k)) for k in fields - DOCUMENTS} == {k: old[k] for k in fields - DOCUMENTS}
@@ -159,7 +171,7 @@ def test_every_old_job_document_reads_back_unchanged_and_round_trips(store: Stor
     again = jobdoc.document(job, nodes, events).model_dump(mode="json")
     assert set(again) == set(document)
     assert set(again["job"]) == set(document["job"])
-    legacy = {"settings": dataclasses.asdict(Settings()), "labels": RunLabels().model_dump(mode="json")}
+    legacy = {"settings": _json(dataclasses.asdict(Settings())), "labels": RunLabels().model_dump(mode="json")}
     assert again == {**document, "job": {**as_read_now(document["job"]), **{k: legacy[k] for k in legacy
                                                                              if not document["job"][k]}}}
     assert json.loads(json.dumps(again)) == again
