@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from pydantic import ValidationError
 
+from ..errors import CvmjobError
 from ..spec.notify import NotifyTarget
 from ..state.outbox import Notification, Outbox
 from . import formats
@@ -68,8 +69,11 @@ class Deliverer:
         while True:
             try:
                 sent_some = self.send_due()
-            except Exception:  # a store that is busy or gone: the next pass tries again; never the job's failure
-                log.exception("notifications: a pass failed")
+            except CvmjobError as exc:  # the store busy or gone: the engine says so once; the next pass tries again
+                log.debug("notifications: the store: %s", exc)
+                sent_some = False
+            except Exception as exc:  # never the job's failure, nor a traceback in its output
+                log.warning("notifications: a pass failed: %s", exc)
                 sent_some = False
             if self._stop.is_set() and not sent_some:
                 return
