@@ -5,17 +5,22 @@ CLIENTS_VENV ?= .venv-clients
 
 .PHONY: install clients system postgres chromium test test-fast lint demo clean
 
+# --no-compile: Python compiles a module when it is first imported, and the tests import a small part of what is
+# installed (of torch's and the monolithic SDK's thousands of files): compiling all of it at install took 90 of the
+# two virtualenvs' 110 s of CPU (docs/testing.md).
+PIP_INSTALL = pip install -q --no-compile
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'  # dev pulls every extra (all): the suite exercises each
+	$(VENV)/bin/$(PIP_INSTALL) --upgrade pip
+	$(VENV)/bin/$(PIP_INSTALL) -e '.[dev]'  # dev pulls every extra (all): the suite exercises each
 	touch $@
 
 # tccli and coscmd pull the monolithic Tencent SDK (~400 MB); they live in their own virtualenv so it never
 # leaks into the product's dependencies. Pinned to the versions shared/reference/client-recipes.md probed.
 $(CLIENTS_VENV)/.installed:
 	$(PYTHON) -m venv $(CLIENTS_VENV)
-	$(CLIENTS_VENV)/bin/pip install -q 'tccli==3.1.189.1' 'coscmd==1.9.0.6'
+	$(CLIENTS_VENV)/bin/$(PIP_INSTALL) 'tccli==3.1.189.1' 'coscmd==1.9.0.6'
 	touch $@
 
 install: $(VENV)/.installed
