@@ -7,7 +7,8 @@ CLIENTS_VENV ?= .venv-clients
 
 # --no-compile: Python compiles a module when it is first imported, and the tests import a small part of what is
 # installed (of torch's and the monolithic SDK's thousands of files): compiling all of it at install took 90 of the
-# two virtualenvs' 110 s of CPU (docs/testing.md).
+# two virtualenvs' 110 s of CPU (docs/testing.md). The tests run with bytecode written (below), so each module is
+# compiled once, by the first process that imports it.
 PIP_INSTALL = pip install -q --no-compile
 
 $(VENV)/.installed: pyproject.toml
@@ -63,15 +64,19 @@ lint: install
 # report follows the tests'); either failing fails `make test`.
 PYTEST_WORKERS ?= 3
 LINT_LOG = $(VENV)/lint.log
-# The package's bytecode is compiled first: where PYTHONDONTWRITEBYTECODE is set (the development machines' image
-# sets it) no process writes it, and each of the suite's cvmjob, emulator and controller processes compiled all it
-# imported again (a fifth of a second of CPU for each `cvmjob` call). compileall skips what is up to date.
+# The package's bytecode is compiled first, and the tests write the rest's as they import it: where
+# PYTHONDONTWRITEBYTECODE is set (the development machines' image sets it) no process writes it, and each of the
+# suite's cvmjob, emulator and controller processes compiled all it imported again (a fifth of a second of CPU for
+# each `cvmjob` call; with the virtualenvs installed --no-compile, 400 s more in a run). An empty value turns the
+# variable off. compileall skips what is up to date.
 COMPILE = $(VENV)/bin/python -m compileall -q orchestrator crc64ecma
+WRITE_BYTECODE = PYTHONDONTWRITEBYTECODE=
 test:
 	@$(MAKE) --no-print-directory -j3 install clients system
 	@$(COMPILE)
 	@$(MAKE) --no-print-directory lint >$(LINT_LOG) 2>&1 & linting=$$!; \
-	CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --durations=25; \
+	$(WRITE_BYTECODE) CVMJOB_CLIENTS_VENV=$(abspath $(CLIENTS_VENV)) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) \
+		--durations=25; \
 	tested=$$?; wait $$linting; linted=$$?; \
 	echo "--- make lint:"; cat $(LINT_LOG); \
 	if [ $$tested != 0 ]; then exit $$tested; fi; exit $$linted
@@ -79,7 +84,7 @@ test:
 # The inner loop: unit, emulator and agent tests, no end-to-end runs, no fault suite, no benchmarks (minutes).
 test-fast: install
 	@$(COMPILE)
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not e2e and not benchmark" \
+	$(WRITE_BYTECODE) $(VENV)/bin/pytest -n $(PYTEST_WORKERS) -m "not e2e and not benchmark" \
 		tests/unit tests/emulator tests/agent
 
 demo: install

@@ -404,9 +404,7 @@ def plan(
     gather_secrets(spec.secrets, os.environ)  # a missing one is said before anything is made
     spec = with_user_defaults(spec, load_user_config(cvmjob_home()))
     if unset := unset_urls(spec.notify, os.environ):
-        raise PlanError([f"notify: ${name} is not set (or empty) in this environment, and the controller reads the "
-                         f"receiver's URL from it: export {name}=<the webhook's URL>, in every controller's "
-                         "environment that may drive the job" for name in unset])
+        raise PlanError(unset)
     settings = settings_for(spec, policies.recovery, policies.pool)
     target = resolve(spec.region, force_emulator)
     sdk = connect(target)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from datetime import datetime
@@ -24,7 +25,8 @@ if TYPE_CHECKING:  # loaded at first use (cli/lazy.py): `cvmjob --help` needs no
 
     from .. import api
     from ..controller.service import Service
-    from ..state.home import controller_name, store_url
+    from ..spec.userconfig import load_user_config, unset_urls, with_user_defaults
+    from ..state.home import controller_name, cvmjob_home, store_url
     from ..state.store import Store
     from ..sweep import study as S
     from ..sweep.models import SweepView
@@ -40,6 +42,10 @@ else:
     api = lazy_module("orchestrator.api")
     Service = lazy_name("orchestrator.controller.service", "Service")
     controller_name = lazy_name("orchestrator.state.home", "controller_name")
+    cvmjob_home = lazy_name("orchestrator.state.home", "cvmjob_home")
+    load_user_config = lazy_name("orchestrator.spec.userconfig", "load_user_config")
+    unset_urls = lazy_name("orchestrator.spec.userconfig", "unset_urls")
+    with_user_defaults = lazy_name("orchestrator.spec.userconfig", "with_user_defaults")
     store_url = lazy_name("orchestrator.state.home", "store_url")
     Store = lazy_name("orchestrator.state.store", "Store")
     S = lazy_module("orchestrator.sweep.study")
@@ -86,7 +92,9 @@ def run(
 ) -> None:
     """Run the sweep (or continue it: the same study name goes on where it stopped) until it has its trials."""
     check_output(output)
-    sweep = load_sweep(spec, set_ or [])
+    sweep = with_user_defaults(load_sweep(spec, set_ or []), load_user_config(cvmjob_home()))
+    if unset := unset_urls(sweep.notify, os.environ):
+        raise Abort("; ".join(unset), EXIT_BAD_INPUT)
     template = JobTemplate.of(sweep, spec.resolve())
     template.check(sweep)
     refuse_silent_emulator(emulator)  # the study is recorded before any trial resolves its target

@@ -217,6 +217,7 @@ class Engine:
         self._pool.stop()
         for job_id in list(self.held):
             self.drop(job_id)
+        self.notifier.start()  # also where it held no job: a sweep's end is recorded after its last trial's
         self.notifier.stop(within=NOTIFY_FLUSH_SECONDS)
 
     # -- rounds ---------------------------------------------------------------------------------------------

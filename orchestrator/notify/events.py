@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..spec.notify import NotifyEvent
+from ..spec.notify import NotifyEvent, NotifyTarget
 from ..state.machine import EXIT_CODES, JobState
 from ..state.outbox import NewNotification
 from ..state.store import JobRecord
@@ -83,3 +83,38 @@ def _text(job: JobRecord, move: Moved, event: NotifyEvent) -> str:
     what = {"reclaimed": f"attempt {job.attempt} reclaimed, recovering",
             "budget_reached": "stopped at its limits.max_cost"}.get(event, move.target.value)
     return f"cvmjob: job {job.name} ({job.job_id}) {what}: {move.reason} (cost so far {job.cost_cny:.2f} CNY)"
+
+
+@dataclass(frozen=True)
+class SweepEnd:
+    """A sweep's end as the notifications see it (sweep/run.py fills it from its view)."""
+
+    study: str
+    state: str  # finished | stopped | cancelled
+    reason: str  # why it stopped (a limit's words), "" when finished
+    trials: int  # trials ended in all: one end per count, so a sweep continued later ends again
+    cost_cny: float
+    best: dict[str, Any] | None  # {"number", "value", "params"} of the best trial, None without a completed one
+
+
+def for_sweep(end: SweepEnd, targets: tuple[NotifyTarget, ...], now: float) -> list[NewNotification]:
+    event: NotifyEvent = "sweep_finished" if end.state == "finished" else "sweep_stopped"
+    wanting = [t for t in targets if event in t.on]
+    key = f"sweep:{end.study}/{event}/{end.trials}"
+    body = {
+        "schema": SCHEMA,
+        "id": key,
+        "event": event,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "sweep": {"study": end.study, "state": end.state, "reason": end.reason, "trials": end.trials,
+                  "cost_cny": round(end.cost_cny, 4), "best": end.best},
+        "text": _sweep_text(end),
+    }
+    return [NewNotification(subject=f"sweep:{end.study}", key=key, event=event, target=t.model_dump(mode="json"),
+                            body=body) for t in wanting]
+
+
+def _sweep_text(end: SweepEnd) -> str:
+    what = "finished" if end.state == "finished" else f"{end.state}: {end.reason}" if end.reason else end.state
+    best = "" if end.best is None else f"; best trial {end.best['number']} ({end.best['value']})"
+    return f"cvmjob: sweep {end.study} {what}: {end.trials} trials, {end.cost_cny:.2f} CNY{best}"

@@ -53,16 +53,24 @@ def problem(format: str, status: int, answer: bytes) -> str | None:
 
 
 def _title(event: dict[str, Any]) -> str:
-    job = event["job"]
-    return f"cvmjob: {job['name']} {event['event']}"
+    subject = event["job"]["name"] if "job" in event else f"sweep {event['sweep']['study']}"
+    return f"cvmjob: {subject} {event['event']}"
 
 
 def _markdown(event: dict[str, Any]) -> str:
-    job = event["job"]
-    lines = [f"**{_title(event)}**", f"> job: {job['id']} (attempt {job['attempt']})", f"> state: {job['state']}",
-             f"> reason: {job['reason']}", f"> cost: {job['cost_cny']:.2f} CNY"]
-    if job.get("exit_code") is not None:
-        lines.append(f"> exit code: {job['exit_code']}")
+    lines = [f"**{_title(event)}**"]
+    if "job" in event:
+        job = event["job"]
+        lines += [f"> job: {job['id']} (attempt {job['attempt']})", f"> state: {job['state']}",
+                  f"> reason: {job['reason']}", f"> cost: {job['cost_cny']:.2f} CNY"]
+        if job.get("exit_code") is not None:
+            lines.append(f"> exit code: {job['exit_code']}")
+    else:
+        sweep = event["sweep"]
+        lines += [f"> state: {sweep['state']}" + (f" ({sweep['reason']})" if sweep["reason"] else ""),
+                  f"> trials: {sweep['trials']}", f"> cost: {sweep['cost_cny']:.2f} CNY"]
+        if (best := sweep.get("best")) is not None:
+            lines.append(f"> best: trial {best['number']} = {best['value']} {best['params']}")
     return "\n".join(lines)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from orchestrator.spec.base import SpecModel
 from orchestrator.spec.loader import load_file
-from orchestrator.spec.models import JobSpec
 from orchestrator.spec.notify import NotifyTarget
 
 CONFIG_FILE = "config.yaml"
@@ -26,11 +26,19 @@ def load_user_config(home: Path) -> UserConfig:
     return load_file(path, UserConfig, "cvmjob config") if path.is_file() else UserConfig()
 
 
-def with_user_defaults(spec: JobSpec, config: UserConfig) -> JobSpec:
-    """``spec`` with what it leaves unset taken from ``config``: its ``notify`` (a spec's ``notify: []`` stays none)."""
-    return spec if spec.notify is not None else spec.model_copy(update={"notify": config.notify})
+Spec = TypeVar("Spec", bound=SpecModel)
+
+
+def with_user_defaults(spec: Spec, config: UserConfig) -> Spec:
+    """``spec`` (a job's or a sweep's) with what it leaves unset taken from ``config``: its ``notify`` (a spec's
+    ``notify: []`` stays none)."""
+    if getattr(spec, "notify", ()) is not None:
+        return spec
+    return spec.model_copy(update={"notify": config.notify})
 
 
 def unset_urls(targets: tuple[NotifyTarget, ...] | None, environ: Mapping[str, str]) -> list[str]:
-    """The url_env names of ``targets`` that ``environ`` does not set (or sets empty)."""
-    return [t.url_env for t in targets or () if t.url_env is not None and not environ.get(t.url_env)]
+    """A problem for each url_env of ``targets`` that ``environ`` does not set (or sets empty)."""
+    return [f"notify: ${t.url_env} is not set (or empty) in this environment, and the controller reads the "
+            f"receiver's URL from it: export {t.url_env}=<the webhook's URL>, in every controller's environment "
+            "that may drive the job" for t in targets or () if t.url_env is not None and not environ.get(t.url_env)]

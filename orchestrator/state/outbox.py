@@ -71,6 +71,11 @@ class Outbox:
     def __init__(self, store: Store) -> None:
         self._store = store
 
+    def add(self, notices: Iterable[NewNotification], now: float) -> None:
+        """Notifications of something that is not a transition (a sweep's end), in a transaction of their own."""
+        with self._store._write() as conn:
+            record(conn, notices, now)
+
     def of(self, subject: str) -> list[Notification]:
         with self._store._read() as conn:
             rows = conn.execute(select(notifications).where(notifications.c.subject == subject)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from .. import api
 from ..billing.costs import spent
 from ..contract import Status
+from ..notify import events as notify
 from ..plan.models import Plan
 from ..plan.planner import PlanError
 from ..policy.loader import load_job
@@ -34,10 +35,12 @@ from ..spec.models import LimitsSpec
 from ..spec.overrides import set_values
 from ..state.home import died_here
 from ..state.machine import JobState, NodeState
+from ..state.outbox import Outbox
 from ..state.store import FencedOut, JobRecord, LeaseHeld, Store, SweeperLeases
 from ..text import show_values
 from . import study as S
 from .errors import SweepBusy
+from .models import TrialState as Shown
 from .rules import (
     Ending,
     NextTrial,
@@ -49,6 +52,7 @@ from .rules import (
     started,
 )
 from .spec import SweepSpec, placeholder_problems, render, trial_value
+from .view import sweep_view
 
 if TYPE_CHECKING:
     import optuna
@@ -155,6 +159,7 @@ class Sweeper:
             state = self.step()
             if state is not None:
                 self._set(S.STATE_ATTR, state)
+                self._notify(state)
                 return state
             if stop():
                 self._set(S.STATE_ATTR, "interrupted")
@@ -190,6 +195,18 @@ class Sweeper:
         if self.study.user_attrs.get(S.CANCEL_ATTR):
             return "cancelled"
         return "stopped" if reason else "finished"
+
+    def _notify(self, state: str) -> None:
+        """The sweep's end, recorded for the senders (the trials' controller in this process sends it)."""
+        if not self.spec.notify:
+            return
+        view = sweep_view(self.study, self.store, self.now())
+        ended = [t for t in view.trials if t.state not in (Shown.RUNNING, Shown.WAITING)]
+        best = None if view.best is None else {"number": view.best.number, "value": view.best.value,
+                                               "params": view.best.params}
+        end = notify.SweepEnd(study=self.spec.study, state=state, reason=view.stopped_reason, trials=len(ended),
+                              cost_cny=view.cost, best=best)
+        Outbox(self.store).add(notify.for_sweep(end, self.spec.notify, self.now()), self.now())
 
     # -- dispatch ------------------------------------------------------------------------------------------
     def _room(self) -> bool:

@@ -21,6 +21,7 @@ from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.durations import Duration, within
 from orchestrator.spec.fields import JobName
 from orchestrator.spec.loader import load_file
+from orchestrator.spec.notify import NotifyTarget
 
 # A parameter's name: also what a placeholder names, so an identifier.
 ParamName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -199,6 +200,10 @@ class SweepSpec(SpecModel):
     budget: Budget = Budget()
     brakes: Brakes = Brakes()
     warm_start: WarmStart | None = None
+    notify: tuple[NotifyTarget, ...] | None = None
+    """Where the sweep's end is posted: sweep_finished (with the best trial and the cost) or sweep_stopped
+    (docs/notifications.md). Unset: the ``notify`` of $CVMJOB_HOME/config.yaml; ``[]``: none. The trials notify
+    only where the job spec itself says so."""
 
     @property
     def objectives(self) -> list[Objective]:

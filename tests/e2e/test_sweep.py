@@ -21,6 +21,7 @@ import yaml
 from orchestrator.contract.tags import TAG_ATTEMPT, TAG_JOB
 from tests.e2e.conftest import Cli
 from tests.e2e.spot_support import GONE, JobWatch, job_folder, nothing_left, start_steps, steps_in, tiny_command
+from tests.receiver import Receiver
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -285,7 +286,9 @@ def test_a_training_that_always_fails_stops_the_sweep_at_the_brake(cli: Cli, tmp
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_sweep_killed_mid_run_continues_with_exactly_its_trials(
-        cli: Cli, tmp_path: Path, sweeps: list[Sweep], backend: str, request: pytest.FixtureRequest) -> None:
+        cli: Cli, tmp_path: Path, sweeps: list[Sweep], backend: str, request: pytest.FixtureRequest,
+        receiver: Receiver) -> None:
+    """...and posts its end once (notify), though the run that started it was SIGKILLed."""
     if backend == "postgres":
         from tests.postgres import fresh_database
 
@@ -293,7 +296,7 @@ def test_a_sweep_killed_mid_run_continues_with_exactly_its_trials(
         os.environ["CVMJOB_DB"] = database.__enter__()
         request.addfinalizer(lambda: (os.environ.pop("CVMJOB_DB", None), database.__exit__(None, None, None)))
     sweep = make(sweeps, cli, tmp_path / "kill", metric_sweep(f"e2e-kill-{backend}", "--steps 30", trials=4,
-                                                              parallel=2))
+                                                              parallel=2, notify=[{"url": receiver.url("json")}]))
     sweep.start()
 
     def training() -> bool:
@@ -319,6 +322,12 @@ def test_a_sweep_killed_mid_run_continues_with_exactly_its_trials(
         if t["state"] == "RUNNING":
             assert next(v for v in view["trials"] if v["number"] == t["number"])["job_id"] == t["job_id"]
     wait_until("every instance gone", lambda: nothing_left(cli.emulator), 60)
+    # Its end, once, from the run that finished it (notify: in the sweep spec; its trials' job spec has none).
+    [finished] = receiver.bodies("json")
+    assert finished["event"] == "sweep_finished" and finished["id"] == f"sweep:e2e-kill-{backend}/sweep_finished/4"
+    ended = finished["sweep"]
+    assert ended["state"] == "finished" and ended["trials"] == 4, ended  # type: ignore[index]
+    assert ended["best"]["number"] in numbers and ended["cost_cny"] == view["cost"], (ended, view)  # type: ignore[index]
 
 
 def test_ctrl_c_cancels_the_sweep_and_its_running_trials(cli: Cli, tmp_path: Path, sweeps: list[Sweep]) -> None:

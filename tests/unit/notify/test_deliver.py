@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import get_args
 
 import pytest
@@ -19,45 +16,14 @@ from orchestrator.spec.notify import NotifyEvent
 from orchestrator.state.machine import JobState
 from orchestrator.state.outbox import CLAIM_SECONDS, Outbox
 from orchestrator.state.store import Store
+from tests.receiver import Receiver, receiving
 from tests.records import job_record, new_job, spec
-
-
-@dataclass
-class Receiver:
-    """Answers each POST with ``status`` (or not at all while ``hang`` is set) and keeps the bodies."""
-
-    status: int = 200
-    answer: bytes = b"ok"
-    hang: threading.Event = field(default_factory=threading.Event)
-    bodies: list[dict[str, object]] = field(default_factory=list)
-    url: str = ""
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    got = Receiver()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if got.hang.is_set():
-                time.sleep(2)
-                return
-            got.bodies.append(body)
-            self.send_response(got.status)
-            self.end_headers()
-            self.wfile.write(got.answer)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    got.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    yield got
-    got.hang.clear()
-    server.shutdown()
-    server.server_close()
+    with receiving() as found:
+        yield found
 
 
 @pytest.fixture
@@ -79,7 +45,7 @@ def _ended(store: Store, url: str, fmt: str = "json", job_id: str = "job-1") -> 
 
 
 def test_a_notification_is_recorded_with_its_transition_and_sent_once(store: Store, receiver: Receiver) -> None:
-    _ended(store, receiver.url)
+    _ended(store, receiver.url("json"))
     outbox = Outbox(store)
     [pending] = outbox.of("job-1")
     assert (pending.state, pending.event, pending.tries) == ("pending", "cancelled", 0)
@@ -87,7 +53,7 @@ def test_a_notification_is_recorded_with_its_transition_and_sent_once(store: Sto
     assert Deliverer(outbox, "a", now=lambda: 101.0).send_due()
     assert not Deliverer(outbox, "b", now=lambda: 102.0).send_due()  # sent: nothing left for anyone
 
-    assert [b["id"] for b in receiver.bodies] == ["job-1/cancelled/1"]
+    assert [b["id"] for b in receiver.bodies("json")] == ["job-1/cancelled/1"]
     [sent] = outbox.of("job-1")
     assert (sent.state, sent.tries, sent.sent_at) == ("sent", 1, 101.0)
 
@@ -102,8 +68,7 @@ def test_two_senders_never_hold_one_notification_together(store: Store) -> None:
 
 def test_a_failing_receiver_is_tried_again_later_and_given_up_after_the_last_try(
         store: Store, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
-    receiver.status, receiver.answer = 500, b"down"
-    _ended(store, receiver.url)
+    _ended(store, receiver.url("down"))
     outbox = Outbox(store)
     now = [101.0]
     sender = Deliverer(outbox, "a", now=lambda: now[0])
@@ -118,12 +83,11 @@ def test_a_failing_receiver_is_tried_again_later_and_given_up_after_the_last_try
         now[0] = row.next_at
     assert waits[:4] == [10.0, 20.0, 40.0, 80.0] and max(waits) == deliver.LONGEST_RETRY_SECONDS
     assert (row.state, row.tries, row.last_error) == ("gave_up", deliver.MAX_TRIES, "HTTP 500: down")
-    assert len(receiver.bodies) == deliver.MAX_TRIES
+    assert len(receiver.bodies("down")) == deliver.MAX_TRIES
 
 
 def test_a_receiver_that_never_answers_costs_one_timeout_and_no_more(store: Store, receiver: Receiver) -> None:
-    receiver.hang.set()
-    _ended(store, receiver.url)
+    _ended(store, receiver.url("silent"))
     sender = Deliverer(Outbox(store), "a", now=lambda: 101.0, timeout=0.3)
     started = time.monotonic()
     sender.send_due()
@@ -134,9 +98,8 @@ def test_a_receiver_that_never_answers_costs_one_timeout_and_no_more(store: Stor
 
 def test_a_webhook_url_is_read_from_the_controllers_environment_and_never_kept(
         store: Store, receiver: Receiver) -> None:
-    secret_url = receiver.url + "?key=hunter2"
-    receiver.answer = b'{"errcode": 0, "errmsg": "ok"}'
-    _ended(store, receiver.url, fmt="wecom")
+    secret_url = receiver.url("wecom") + "?key=hunter2"
+    _ended(store, receiver.url("wecom"), fmt="wecom")
     outbox = Outbox(store)
     Deliverer(outbox, "a", now=lambda: 101.0, environ={}).send_due()
     [row] = outbox.of("job-1")
@@ -144,7 +107,7 @@ def test_a_webhook_url_is_read_from_the_controllers_environment_and_never_kept(
 
     Deliverer(outbox, "a", now=lambda: row.next_at, environ={"HOOK": secret_url}).send_due()
     [row] = outbox.of("job-1")
-    assert row.state == "sent" and receiver.bodies[0]["msgtype"] == "markdown"
+    assert row.state == "sent" and receiver.bodies("wecom")[0]["msgtype"] == "markdown"
     assert "hunter2" not in json.dumps(row.target) + json.dumps(row.body) + row.last_error
 
 

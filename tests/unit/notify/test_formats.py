@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from orchestrator.notify import formats
-from orchestrator.notify.events import Moved, job_event
+from orchestrator.notify.events import Moved, SweepEnd, for_sweep, job_event
+from orchestrator.spec.notify import NotifyTarget
 from orchestrator.state.machine import JobState
 from tests.records import job_record
 
@@ -67,3 +68,21 @@ def test_a_wecom_message_is_cut_to_the_robots_4096_bytes() -> None:
 ])
 def test_a_refusal_is_said_in_the_receivers_words(platform: str, status: int, answer: bytes, said: str) -> None:
     assert formats.problem(platform, status, answer) == said
+
+
+SWEEP_EVENT = for_sweep(SweepEnd(study="lr", state="stopped", reason="budget.max_cost: 9.80 of 10.00 CNY spent",
+                                 trials=7, cost_cny=9.8, best={"number": 3, "value": 0.41, "params": {"lr": 0.01}}),
+                        (NotifyTarget(url="http://127.0.0.1:9/x"),), 0.0)[0].body
+
+
+@pytest.mark.parametrize("platform", ["wecom", "feishu", "dingtalk", "slack"])
+def test_a_sweeps_end_has_each_platforms_shape_too(platform: str) -> None:
+    assert _shape(formats.payload(platform, SWEEP_EVENT)) == _shape(DOCUMENTED[platform]["request"])
+
+
+def test_a_sweeps_end_says_why_it_stopped_its_best_trial_and_its_cost() -> None:
+    assert SWEEP_EVENT["event"] == "sweep_stopped" and SWEEP_EVENT["id"] == "sweep:lr/sweep_stopped/7"
+    assert formats.payload("slack", SWEEP_EVENT)["text"] == (
+        "cvmjob: sweep lr stopped: budget.max_cost: 9.80 of 10.00 CNY spent: 7 trials, 9.80 CNY; best trial 3 (0.41)")
+    markdown = formats.payload("wecom", SWEEP_EVENT)["markdown"]["content"]
+    assert "> best: trial 3 = 0.41 {'lr': 0.01}" in markdown and "> trials: 7" in markdown
