@@ -53,9 +53,6 @@ class Deliverer:
             self._thread = threading.Thread(target=self._run, name="cvmjob-notify", daemon=True)
             self._thread.start()
 
-    def wake(self) -> None:
-        self._wake.set()
-
     def stop(self, within: float) -> None:
         """Send what is due for at most ``within`` seconds more, then stop: what is left waits for the next
         controller of this store."""
