@@ -18,7 +18,12 @@ from sqlalchemy import Connection, select, update
 from .schema import notifications
 
 if TYPE_CHECKING:
+    from sqlalchemy.dialects.postgresql import Insert as PgInsert
+    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
+
     from .store import Store
+
+    Insert = SqliteInsert | PgInsert
 
 CLAIM_SECONDS = 60.0  # far longer than one send may take (notify/deliver.py's timeout)
 
@@ -47,16 +52,14 @@ class Notification:
     last_error: str
 
 
-def record(conn: Connection, notices: Iterable[NewNotification], now: float) -> None:
-    """Inside the caller's transaction: each notice once (a key and target recorded already stay as they were)."""
+def record(conn: Connection, insert: Insert, notices: Iterable[NewNotification], now: float) -> None:
+    """Inside the caller's transaction: each notice once (``insert``: the store's INSERT of ``notifications`` in its
+    dialect; a key and target recorded already stay as they were)."""
     for notice in notices:
-        target = json.dumps(notice.target, sort_keys=True)
-        seen = conn.execute(select(notifications.c.id).where(notifications.c.key == notice.key,
-                                                             notifications.c.target == target)).first()
-        if seen is None:
-            conn.execute(notifications.insert().values(
-                subject=notice.subject, key=notice.key, event=notice.event, target=target,
-                body=json.dumps(notice.body, sort_keys=True), next_at=now, created_at=now))
+        conn.execute(insert.values(
+            subject=notice.subject, key=notice.key, event=notice.event,
+            target=json.dumps(notice.target, sort_keys=True), body=json.dumps(notice.body, sort_keys=True),
+            next_at=now, created_at=now).on_conflict_do_nothing())
 
 
 def _decoded(row: Any) -> Notification:
@@ -74,7 +77,7 @@ class Outbox:
     def add(self, notices: Iterable[NewNotification], now: float) -> None:
         """Notifications of something that is not a transition (a sweep's end), in a transaction of their own."""
         with self._store._write() as conn:
-            record(conn, notices, now)
+            record(conn, self._store._insert(notifications), notices, now)
 
     def of(self, subject: str) -> list[Notification]:
         with self._store._read() as conn:

@@ -44,7 +44,7 @@ from ..target.resolve import Target
 from . import migrations, outbox
 from .machine import JobState, NodeState, check_transition
 from .outbox import NewNotification
-from .schema import controllers, events, images, jobs, nodes, pool_instances, sweepers
+from .schema import controllers, events, images, jobs, nodes, notifications, pool_instances, sweepers
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
 # controller has only the store and the cloud to go on. CVMJOB_CRASH_AT="RUNNING->IMAGING": right after that
@@ -802,7 +802,7 @@ class Store:
                     detail=reason,
                 )
             )
-            outbox.record(conn, notices, now)
+            outbox.record(conn, self._insert(notifications), notices, now)
         _crash_point(f"{current.value}->{target.value}")
 
     def update(self, job_id: str, token: int, now: float, **changes: Any) -> None:
