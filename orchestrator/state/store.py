@@ -24,13 +24,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import Connection, Engine, Row, Table, bindparam, create_engine, event, func, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy import exc as sql_errors
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, make_url
 
 from ..contract import Fingerprint, RunLabels
@@ -45,6 +45,9 @@ from . import migrations, outbox
 from .machine import JobState, NodeState, check_transition
 from .outbox import NewNotification
 from .schema import controllers, events, images, jobs, nodes, notifications, pool_instances, sweepers
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql
 
 # Test-only crash points (tests/faults/test_crash_points.py): the process SIGKILLs itself, so that a restarted
 # controller has only the store and the cloud to go on. CVMJOB_CRASH_AT="RUNNING->IMAGING": right after that
@@ -501,7 +504,11 @@ class Store:
 
     def _insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """INSERT with ON CONFLICT clauses, in the dialect's own words."""
-        return (sqlite.insert if self._engine.dialect.name == "sqlite" else postgresql.insert)(table)
+        if self._engine.dialect.name == "sqlite":
+            return sqlite.insert(table)
+        from sqlalchemy.dialects import postgresql  # its drivers' modules: only for a PostgreSQL store
+
+        return postgresql.insert(table)
 
     # -- reads -----------------------------------------------------------------------------------------
     def get(self, job_id: str) -> JobRecord | None:

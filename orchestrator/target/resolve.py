@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..emulator.config import DEFAULT_APPID, DEFAULT_SECRET_ID
 from ..errors import EXIT_CLOUD_ERROR, CvmjobError
-from ..providers.tencent import CredentialSource, RefreshingCredential, StaticCredential, TencentSdk
+from ..providers.tencent import CredentialSource, RefreshingCredential, StaticCredential
 from ..providers.tencent.credentials import find_user_credential, looked_for
 from . import embedded
+
+if TYPE_CHECKING:
+    from ..providers.tencent import TencentSdk
 
 
 class TargetError(CvmjobError):
@@ -120,6 +123,8 @@ def reconnect(target: Target) -> Target:
 
 
 def connect(target: Target) -> TencentSdk:
+    from ..providers.tencent import TencentSdk  # the SDKs, for the processes that call the cloud (the package's note)
+
     found = find_user_credential(endpoint=target.endpoint)
     if target.kind == "tencent":
         if found is None:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import web_identity
-from ._sdk import cvm_role_credential
 from .keys import CredentialSource, StaticCredential
 
 DMI_VENDOR = Path("/sys/class/dmi/id/sys_vendor")
@@ -77,6 +76,8 @@ def find_user_credential(home: Path | None = None, *, endpoint: str | None = Non
         if data.get("secretId") and data.get("secretKey"):
             return FoundCredential(StaticCredential(data["secretId"], data["secretKey"]), str(tccli))
     if _on_tencent_cvm():
+        from ._sdk import cvm_role_credential  # only on a CVM (the package's note)
+
         role = cvm_role_credential()
         if role is not None:
             return FoundCredential(role, "the CAM role of this CVM")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ._sdk import TencentSdk
+if TYPE_CHECKING:
+    from ._sdk import TencentSdk
 
 OBJECT_ACTIONS = [
     "name/cos:PutObject",

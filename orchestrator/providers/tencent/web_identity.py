@@ -33,7 +33,6 @@ from typing import Protocol
 from urllib.parse import quote
 
 from . import errors
-from ._sdk import TencentSdk
 from .errors import CredentialConfigError
 from .keys import RefreshingCredential, StaticCredential
 from .sts import web_identity_keys
@@ -129,6 +128,8 @@ class WebIdentityConfig:
     def credential(self, endpoint: str | None, now: Callable[[], float] = time.time) -> RefreshingCredential:
         """Keys of the role, traded for lazily and again near their expiry. ``endpoint``: the emulator's
         ``host:port``, or None for Tencent Cloud's STS; ``now``: the clock the keys' expiry is read on."""
+        from ._sdk import TencentSdk  # only where keys are traded (the package's note)
+
         sdk = TencentSdk(_NO_KEYS, STS_REGION, endpoint)
 
         def exchange() -> tuple[StaticCredential, float]:
