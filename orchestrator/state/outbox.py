@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select, update
 
+from ..errors import CvmjobError
 from .schema import notifications
 
 if TYPE_CHECKING:
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
     from .store import Store
 
     Insert = SqliteInsert | PgInsert
+
+class UnreadableNotification(CvmjobError):
+    """A notification's row that record() did not write: what is wrong, and how to get rid of it."""
+
 
 CLAIM_SECONDS = 60.0  # far longer than one send may take (notify/deliver.py's timeout)
 
@@ -63,9 +68,26 @@ def record(conn: Connection, insert: Insert, notices: Iterable[NewNotification],
 
 
 def _decoded(row: Any) -> Notification:
-    return Notification(id=row.id, subject=row.subject, key=row.key, event=row.event, target=json.loads(row.target),
-                        body=json.loads(row.body), state=row.state, tries=row.tries, next_at=row.next_at,
-                        sent_at=row.sent_at, last_error=row.last_error)
+    """A row as the senders and `cvmjob status` read it; UnreadableNotification, naming the row, for one whose
+    documents are not what record() writes (only a hand's edit of the store gets there)."""
+    documents = []
+    for column in ("target", "body"):
+        try:
+            document = json.loads(row._mapping[column])
+        except (TypeError, ValueError) as exc:
+            problem = f"{column} is not JSON: {exc}"
+        else:
+            if isinstance(document, dict):
+                documents.append(document)
+                continue
+            problem = f"{column} is not a JSON object"
+        raise UnreadableNotification(
+            f"notification {row.id} of {row.subject} in the store cannot be read ({problem}): it was changed outside "
+            f"cvmjob. delete the row (DELETE FROM notifications WHERE id = {row.id}); the event it told of is not sent")
+    target, body = documents
+    return Notification(id=row.id, subject=row.subject, key=row.key, event=row.event, target=target, body=body,
+                        state=row.state, tries=row.tries, next_at=row.next_at, sent_at=row.sent_at,
+                        last_error=row.last_error)
 
 
 class Outbox:
@@ -102,9 +124,14 @@ class Outbox:
                     notifications.c.id == id_, notifications.c.state == "pending",
                     notifications.c.claimed_until <= now,
                 ).values(claimed_by=owner, claimed_until=now + CLAIM_SECONDS))
-                if won.rowcount == 1:
+                if won.rowcount != 1:
+                    continue
+                try:
                     claimed.append(_decoded(conn.execute(select(notifications)
                                                          .where(notifications.c.id == id_)).one()))
+                except UnreadableNotification as exc:  # given up with its reason: the rows after it are still sent
+                    conn.execute(update(notifications).where(notifications.c.id == id_).values(
+                        state="gave_up", claimed_until=0.0, last_error=str(exc)[:500]))
         return claimed
 
     def sent(self, id_: int, owner: str, now: float) -> None:

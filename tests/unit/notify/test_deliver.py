@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from typing import get_args
 
 import pytest
+from sqlalchemy import update
 
 from orchestrator.notify import deliver
 from orchestrator.notify.deliver import Deliverer
 from orchestrator.notify.events import Moved, for_move
 from orchestrator.spec.notify import NotifyEvent
 from orchestrator.state.machine import JobState
-from orchestrator.state.outbox import CLAIM_SECONDS, Outbox
+from orchestrator.state.outbox import CLAIM_SECONDS, Outbox, UnreadableNotification
+from orchestrator.state.schema import notifications
 from orchestrator.state.store import Store
 from tests.receiver import Receiver, receiving
 from tests.records import job_record, new_job, spec
@@ -109,6 +111,29 @@ def test_a_webhook_url_is_read_from_the_controllers_environment_and_never_kept(
     [row] = outbox.of("job-1")
     assert row.state == "sent" and receiver.bodies("wecom")[0]["msgtype"] == "markdown"
     assert "hunter2" not in json.dumps(row.target) + json.dumps(row.body) + row.last_error
+
+
+@pytest.mark.parametrize(("column", "garbage", "problem"), [
+    ("body", "{", "body is not JSON"),
+    ("target", "[1, 2]", "target is not a JSON object"),
+])
+def test_a_row_changed_outside_cvmjob_is_named_and_given_up_and_the_rows_after_it_are_still_sent(
+        store: Store, receiver: Receiver, column: str, garbage: str, problem: str) -> None:
+    _ended(store, receiver.url("json"), job_id="job-1")
+    _ended(store, receiver.url("json"), job_id="job-2")
+    with store._write() as conn:
+        conn.execute(update(notifications).where(notifications.c.subject == "job-1").values({column: garbage}))
+    outbox = Outbox(store)
+    with pytest.raises(UnreadableNotification, match=rf"notification 1 of job-1 .*\({problem}.*DELETE FROM "
+                                                     r"notifications WHERE id = 1"):
+        outbox.of("job-1")
+
+    assert Deliverer(outbox, "a", now=lambda: 101.0).send_due()
+    assert [b["id"] for b in receiver.bodies("json")] == ["job-2/cancelled/1"]
+    with store._read() as conn:
+        row = conn.execute(notifications.select().where(notifications.c.subject == "job-1")).one()
+    assert row.state == "gave_up" and problem in row.last_error
+    assert not Deliverer(outbox, "b", now=lambda: 200.0).send_due()  # given up: never claimed again
 
 
 def test_a_target_that_does_not_want_the_event_gets_nothing(store: Store) -> None:
