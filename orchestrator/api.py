@@ -39,6 +39,8 @@ from .contract import (
 from .contract.tags import TAG_JOB, TAG_MANAGED, TAG_NAME, TAG_OWNER, owner
 from .errors import EXIT_CLOUD_ERROR, CvmjobError
 from .lifecycle.observe import read_node_doc
+from .notify.deliver import Deliverer
+from .notify.events import for_gate
 from .plan.configure import settings_for
 from .plan.images import too_old
 from .plan.models import Plan
@@ -61,8 +63,9 @@ from .staging.agent_config import locations
 from .staging.launch import launch_request
 from .staging.secrets import gather as gather_secrets
 from .state import jobdoc
-from .state.home import cvmjob_home, died_here, state_db, store_url
+from .state.home import controller_name, cvmjob_home, died_here, state_db, store_url
 from .state.machine import JobState
+from .state.outbox import Outbox
 from .state.store import Event, JobRecord, NewJob, NodeRecord, PoolStore, Store
 from .target import Target, connect, embedded, reconnect, resolve
 from .target.doctor import Check, run_checks
@@ -708,6 +711,18 @@ def run_facts_of(store: Store, job: JobRecord, view: AgentView | None = None, up
     metrics = view.result.metrics if view.result is not None else {}
     facts = run_facts(job, job_history(store, job)[1], metrics, now())
     return facts.model_copy(update={"up_to_date": up_to_date})
+
+
+def notify_gate_missed(store: Store, job: JobRecord, missed: Sequence[str], now: Callable[[], float] = time.time
+                       ) -> None:
+    """The job's gate_missed event (``missed``: each gate's line), recorded and then sent from this process: a CI
+    runner is gone before any controller's next pass (what is not sent within deliver.FLUSH_SECONDS waits for the
+    next controller of this store). Once per attempt, whichever runner tells it."""
+    notices = for_gate(job, missed, now())
+    if notices:
+        outbox = Outbox(store)
+        outbox.add(notices, now())
+        Deliverer(outbox, controller_name(), now=now).flush()
 
 
 def baseline_for(store: Store, job: JobRecord, named: str | None,

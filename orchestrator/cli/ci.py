@@ -68,7 +68,10 @@ def tell(report: CiReport, store: Store, job: JobRecord, view: api.AgentView | N
         text = markdown(current, api.baseline_for(store, job, report.baseline), results)
         if append_step_summary(text, os.environ) is None:
             render.err.print(text, markup=False)
-    missed = [r for r in results if not r.passed]
-    for result in missed:
-        render.err.print(f"gate {result.gate.expression}: {result.message}", markup=False)
-    return EXIT_GATE_FAILED if missed and current.state == "SUCCEEDED" else None
+    missed = [f"gate {r.gate.expression}: {r.message}" for r in results if not r.passed]
+    for line in missed:
+        render.err.print(line, markup=False)
+    if not missed or current.state != "SUCCEEDED":
+        return None
+    api.notify_gate_missed(store, job, missed)
+    return EXIT_GATE_FAILED

@@ -63,9 +63,6 @@ BETWEEN_SECONDS = 0.25  # how often sleep() calls its ``between`` (a controller 
 # How often a state bucket's signals are listed, at most: a reclaim's notice gives minutes. Listing again as soon
 # as the last listing came back kept a `cvmjob run` of one job at a hundred COS listings a second.
 SIGNALS_SECONDS = 1.0
-# At the end, how long the notifications still due (a job's last) may hold the process up: a receiver that never
-# answers costs this, and its notification waits for the next controller of the store.
-NOTIFY_FLUSH_SECONDS = 3.0
 PATIENCE_SECONDS = 1.0  # the longest a step that is not urgent waits for API tokens, in all
 # The looks at training jobs, at most, whatever their number: the ends of attempts and reclaim notices come as
 # signals, so such a look is for what nobody signals (a vanished instance, a silent agent), and a thousand jobs
@@ -217,8 +214,7 @@ class Engine:
         self._pool.stop()
         for job_id in list(self.held):
             self.drop(job_id)
-        self.notifier.start()  # also where it held no job: a sweep's end is recorded after its last trial's
-        self.notifier.stop(within=NOTIFY_FLUSH_SECONDS)
+        self.notifier.flush()  # also where it held no job: a sweep's end is recorded after its last trial's
 
     # -- rounds ---------------------------------------------------------------------------------------------
     def round(self) -> list[JobRecord]:

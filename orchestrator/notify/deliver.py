@@ -27,6 +27,9 @@ POLL_SECONDS = 1.0
 MAX_TRIES = 10
 FIRST_RETRY_SECONDS = 10.0
 LONGEST_RETRY_SECONDS = 900.0  # ten tries span about an hour and a half
+# At a process's end, how long the notifications still due (a job's last) may hold it up: a receiver that never
+# answers costs this, and its notification waits for the next controller of the store.
+FLUSH_SECONDS = 3.0
 
 
 def retry_at(tries: int, now: float) -> float | None:
@@ -61,6 +64,11 @@ class Deliverer:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=within)
+
+    def flush(self, within: float = FLUSH_SECONDS) -> None:
+        """At a process's end: what is due sent for at most ``within`` seconds (started here if it was not)."""
+        self.start()
+        self.stop(within)
 
     def _run(self) -> None:
         while True:

@@ -6,9 +6,11 @@ rendered from it when it is sent, so the store holds one shape."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import EXIT_GATE_FAILED
 from ..spec.notify import NotifyEvent, NotifyTarget
 from ..state.machine import EXIT_CODES, JobState
 from ..state.outbox import NewNotification
@@ -40,17 +42,25 @@ def events_of(move: Moved) -> list[NotifyEvent]:
 
 def for_move(job: JobRecord, move: Moved, now: float) -> list[NewNotification]:
     """The notifications of ``job`` (as read before the move) taking ``move``, one per target that wants each."""
-    targets = job.spec.notify or ()
-    notices = []
-    for event in events_of(move):
-        wanting = [t for t in targets if event in t.on]
-        if not wanting:
-            continue
-        key = event_id(job, event)
-        body = job_event(job, move, event, key, now)
-        notices += [NewNotification(subject=job.job_id, key=key, event=event,
-                                    target=t.model_dump(mode="json"), body=body) for t in wanting]
-    return notices
+    return [notice for event in events_of(move) for notice in _notices(job, move, event, now)]
+
+
+def for_gate(job: JobRecord, missed: Sequence[str], now: float) -> list[NewNotification]:
+    """A SUCCEEDED ``job`` whose metrics missed the gates of the `cvmjob run` that waited for it (``missed``: one
+    line per gate, its bound and what the job reported)."""
+    return _notices(job, Moved(JobState.SUCCEEDED, "; ".join(missed)), "gate_missed", now,
+                    exit_code=EXIT_GATE_FAILED)
+
+
+def _notices(job: JobRecord, move: Moved, event: NotifyEvent, now: float, exit_code: int | None = None
+             ) -> list[NewNotification]:
+    wanting = [t for t in job.spec.notify or () if event in t.on]
+    if not wanting:
+        return []
+    key = event_id(job, event)
+    body = job_event(job, move, event, key, now, exit_code)
+    return [NewNotification(subject=job.job_id, key=key, event=event, target=t.model_dump(mode="json"), body=body)
+            for t in wanting]
 
 
 def event_id(job: JobRecord, event: NotifyEvent) -> str:
@@ -58,7 +68,9 @@ def event_id(job: JobRecord, event: NotifyEvent) -> str:
     return f"{job.job_id}/{event}/{job.attempt}"
 
 
-def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: float) -> dict[str, Any]:
+def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: float, exit_code: int | None = None
+              ) -> dict[str, Any]:
+    """``exit_code``: the run's, where the state's own is not it (a missed gate's)."""
     ended = move.target.is_terminal()
     return {
         "schema": SCHEMA,
@@ -71,7 +83,7 @@ def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: fl
             "state": move.target.value,
             "reason": move.reason,
             "attempt": job.attempt,
-            "exit_code": EXIT_CODES[move.target] if ended else None,
+            "exit_code": exit_code if exit_code is not None else EXIT_CODES[move.target] if ended else None,
             "cost_cny": round(job.cost_cny, 4),
             "image_id": job.image_id,
         },
@@ -81,7 +93,8 @@ def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: fl
 
 def _text(job: JobRecord, move: Moved, event: NotifyEvent) -> str:
     what = {"reclaimed": f"attempt {job.attempt} reclaimed, recovering",
-            "budget_reached": "stopped at its limits.max_cost"}.get(event, move.target.value)
+            "budget_reached": "stopped at its limits.max_cost",
+            "gate_missed": "SUCCEEDED but missed its gates"}.get(event, move.target.value)
     return f"cvmjob: job {job.name} ({job.job_id}) {what}: {move.reason} (cost so far {job.cost_cny:.2f} CNY)"
 
 

@@ -16,13 +16,16 @@ from orchestrator.spec.workload import EnvName
 
 # What a notification is about (docs/notifications.md lists each one's fields): a job that ended SUCCEEDED, in a
 # FAILED_* state or CANCELLED; a spot instance of an attempt reclaimed (the job recovers); limits.max_cost reached
-# (also a ``failed``); a sweep that has all its trials, or stopped before (its budget, its brakes, a cancel).
-NotifyEvent = Literal["succeeded", "failed", "cancelled", "reclaimed", "budget_reached", "sweep_finished",
-                      "sweep_stopped"]
-JOB_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled", "reclaimed", "budget_reached")
+# (also a ``failed``); a succeeded job that missed a `cvmjob run --gate` (its run exits 5); a sweep that has all its
+# trials, or stopped before (its budget, its brakes, a cancel).
+NotifyEvent = Literal["succeeded", "failed", "cancelled", "reclaimed", "budget_reached", "gate_missed",
+                      "sweep_finished", "sweep_stopped"]
+JOB_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled", "reclaimed", "budget_reached",
+                                       "gate_missed")
 Format = Literal["json", "wecom", "feishu", "dingtalk", "slack"]
-# The ends of what the target is attached to: a job's, a sweep's.
-DEFAULT_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled", "sweep_finished", "sweep_stopped")
+# The ends of what the target is attached to: a job's (and a CI run's verdict on it), a sweep's.
+DEFAULT_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled", "gate_missed", "sweep_finished",
+                                           "sweep_stopped")
 
 
 def _http_url(url: str) -> str:
@@ -51,8 +54,8 @@ class NotifyTarget(SpecModel):
     """The body's shape: json (cvmjob's own versioned event, docs/notifications.md), or the message of a wecom,
     feishu, dingtalk or slack group robot (incoming webhook)."""
     on: tuple[NotifyEvent, ...] = DEFAULT_EVENTS
-    """The events to send. Default: the ends (succeeded, failed, cancelled; a sweep's sweep_finished and
-    sweep_stopped)."""
+    """The events to send. Default: the ends (succeeded, failed, cancelled, gate_missed; a sweep's sweep_finished
+    and sweep_stopped)."""
 
     @model_validator(mode="after")
     def _one_url(self) -> NotifyTarget:

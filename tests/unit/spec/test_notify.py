@@ -19,7 +19,8 @@ def test_targets_take_a_url_or_a_variables_name_and_the_events_they_want(write_s
     spec = load_spec(write_spec(MINIMAL_SPEC + targets))
     assert spec.notify is not None
     mine, robot = spec.notify
-    assert (mine.format, mine.on) == ("json", ("succeeded", "failed", "cancelled", "sweep_finished", "sweep_stopped"))
+    assert (mine.format, mine.on) == ("json", ("succeeded", "failed", "cancelled", "gate_missed", "sweep_finished",
+                                              "sweep_stopped"))
     assert (robot.url_env, robot.on) == ("WECOM_HOOK", ("failed", "reclaimed"))
     assert robot.describe() == "wecom to $WECOM_HOOK"  # never the URL the variable holds
     assert load_spec(write_spec(MINIMAL_SPEC)).notify is None  # unset: the config's default applies
