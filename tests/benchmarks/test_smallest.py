@@ -61,7 +61,7 @@ def test_bench_vs_plain() -> None:
 def test_cli_startup() -> None:
     lines = run("cli_startup.py", "--runs", "1")
     assert_last_line(lines, rf"cli_startup: python={NUMBER} help={NUMBER} version={NUMBER} plan_help={NUMBER} "
-                            rf"status={NUMBER}")
+                            rf"status={NUMBER} agent={NUMBER}")
 
 
 @needs_torch
