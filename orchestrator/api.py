@@ -717,12 +717,13 @@ def notify_gate_missed(store: Store, job: JobRecord, missed: Sequence[str], now:
                        ) -> None:
     """The job's gate_missed event (``missed``: each gate's line), recorded and then sent from this process: a CI
     runner is gone before any controller's next pass (what is not sent within deliver.FLUSH_SECONDS waits for the
-    next controller of this store). Once per attempt, whichever runner tells it."""
+    next controller of this store). Once per attempt, whichever runner tells it. Only this job's: another job's
+    webhook variable is not this runner's to have, and a try without it would count against that notification."""
     notices = for_gate(job, missed, now())
     if notices:
         outbox = Outbox(store)
         outbox.add(notices, now())
-        Deliverer(outbox, controller_name(), now=now).flush()
+        Deliverer(outbox, controller_name(), now=now, subjects=[job.job_id]).flush()
 
 
 def baseline_for(store: Store, job: JobRecord, named: str | None,

@@ -11,7 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from pydantic import ValidationError
 
@@ -41,8 +41,11 @@ def retry_at(tries: int, now: float) -> float | None:
 
 class Deliverer:
     def __init__(self, outbox: Outbox, owner: str, *, now: Callable[[], float] = time.time,
-                 environ: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_SECONDS) -> None:
+                 environ: Mapping[str, str] = os.environ, timeout: float = TIMEOUT_SECONDS,
+                 subjects: Collection[str] | None = None) -> None:
+        """``subjects``: only those jobs' (or sweeps') notifications; None: any in the store (a controller's)."""
         self.outbox = outbox
+        self.subjects = subjects
         self.owner = owner
         self.now = now
         self.environ = environ
@@ -88,7 +91,7 @@ class Deliverer:
 
     def send_due(self) -> bool:
         """One pass: each due notification claimed and sent once; whether there were any."""
-        claimed = self.outbox.claim(self.owner, self.now())
+        claimed = self.outbox.claim(self.owner, self.now(), subjects=self.subjects)
         for notification in claimed:
             error = self._send(notification)
             if error is None:
