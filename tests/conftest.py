@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
+from tests.receiver import Receiver, receiving
 
 pytest_plugins = ["tests.postgres"]  # postgres_url, store_url
 
@@ -80,3 +81,10 @@ def emulator(emulator_server: EmulatorProcess) -> EmulatorProcess:
     """The shared emulator, reset to a new account with default rate limits and no faults."""
     emulator_server.admin.reset()
     return emulator_server
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1 (tests/receiver.py)."""
+    with receiving() as found:
+        yield found

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     Insert = SqliteInsert | PgInsert
 
+
 class UnreadableNotification(CvmjobError):
     """A notification's row that record() did not write: what is wrong, and how to get rid of it."""
 
@@ -70,24 +71,23 @@ def record(conn: Connection, insert: Insert, notices: Iterable[NewNotification],
 def _decoded(row: Any) -> Notification:
     """A row as the senders and `cvmjob status` read it; UnreadableNotification, naming the row, for one whose
     documents are not what record() writes (only a hand's edit of the store gets there)."""
-    documents = []
-    for column in ("target", "body"):
-        try:
-            document = json.loads(row._mapping[column])
-        except (TypeError, ValueError) as exc:
-            problem = f"{column} is not JSON: {exc}"
-        else:
-            if isinstance(document, dict):
-                documents.append(document)
-                continue
-            problem = f"{column} is not a JSON object"
-        raise UnreadableNotification(
-            f"notification {row.id} of {row.subject} in the store cannot be read ({problem}): it was changed outside "
-            f"cvmjob. delete the row (DELETE FROM notifications WHERE id = {row.id}); the event it told of is not sent")
-    target, body = documents
-    return Notification(id=row.id, subject=row.subject, key=row.key, event=row.event, target=target, body=body,
-                        state=row.state, tries=row.tries, next_at=row.next_at, sent_at=row.sent_at,
-                        last_error=row.last_error)
+    return Notification(id=row.id, subject=row.subject, key=row.key, event=row.event,
+                        target=_object(row, "target"), body=_object(row, "body"), state=row.state, tries=row.tries,
+                        next_at=row.next_at, sent_at=row.sent_at, last_error=row.last_error)
+
+
+def _object(row: Any, column: str) -> dict[str, Any]:
+    try:
+        document = json.loads(row._mapping[column])
+    except (TypeError, ValueError) as exc:
+        problem = f"{column} is not JSON: {exc}"
+    else:
+        if isinstance(document, dict):
+            return document
+        problem = f"{column} is not a JSON object"
+    raise UnreadableNotification(
+        f"notification {row.id} of {row.subject} in the store cannot be read ({problem}): it was changed outside "
+        f"cvmjob. delete the row (DELETE FROM notifications WHERE id = {row.id}); the event it told of is not sent")
 
 
 class Outbox:

@@ -21,7 +21,6 @@ from orchestrator.emulator.config import DEFAULT_SECRET_ID
 from orchestrator.spec import load_spec
 from tests.emulator.conftest import REGION, make_cos
 from tests.emulator_process import EmulatorProcess, clean_env, start_emulator
-from tests.receiver import Receiver, receiving
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "jobs" / "quickstart" / "job.yaml"
@@ -87,13 +86,6 @@ class Cli:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out; last status: {json.dumps(status)[:2000]}")
             time.sleep(2)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A webhook receiver on 127.0.0.1 (tests/receiver.py)."""
-    with receiving() as found:
-        yield found
 
 
 @pytest.fixture(scope="session")

@@ -18,14 +18,8 @@ from orchestrator.state.machine import JobState
 from orchestrator.state.outbox import CLAIM_SECONDS, Outbox, UnreadableNotification
 from orchestrator.state.schema import notifications
 from orchestrator.state.store import Store
-from tests.receiver import Receiver, receiving
+from tests.receiver import Receiver
 from tests.records import job_record, new_job, spec
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with receiving() as found:
-        yield found
 
 
 @pytest.fixture
