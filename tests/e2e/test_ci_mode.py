@@ -63,6 +63,20 @@ def test_ci_without_keys_is_refused_before_anything_exists_unless_the_emulator_i
         assert json.loads(planned.stdout)["target"].startswith("the embedded local emulator")
 
 
+def where_it_waits(pid: int) -> str:
+    """Each thread of a process that outlived its grace: its state and the kernel function it sleeps in (a futex:
+    a lock or a join; an fsync; a poll on a socket), to tell from a CI log what held it up."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        try:
+            state = (task / "stat").read_text().rpartition(")")[2].split()[0]
+            lines.append(f"thread {task.name}: {state} in {(task / 'wchan').read_text() or '-'}, "
+                         f"syscall {(task / 'syscall').read_text().split()[0]}")
+        except OSError as exc:  # gone meanwhile, or /proc says less here
+            lines.append(f"thread {task.name}: {exc}")
+    return "\n".join(lines)
+
+
 def test_a_cancelled_ci_workflow_tears_down_at_once(cli: Cli, tmp_path: Path) -> None:
     cli.extra_env["CI"] = "true"
     process = cli.start("run", str(job_folder(tmp_path)), *LONGER, "--output", "json")
@@ -71,9 +85,11 @@ def test_a_cancelled_ci_workflow_tears_down_at_once(cli: Cli, tmp_path: Path) ->
         (instance,) = cli.emulator.admin.instances()
         process.send_signal(signal.SIGTERM)
         sent = time.monotonic()
+        stuck = ""
         try:
             code: int | None = process.wait(timeout=RUNNER_GRACE)
         except subprocess.TimeoutExpired:
+            stuck = where_it_waits(process.pid)
             process.kill()  # the runner's SIGKILL
             process.wait()
             code = None
@@ -89,7 +105,7 @@ def test_a_cancelled_ci_workflow_tears_down_at_once(cli: Cli, tmp_path: Path) ->
     gone = time.monotonic() - sent
     print(f"SIGTERM: cvmjob exited {code} {ended:.1f} s on, its instance terminated {gone:.1f} s on")
     assert gone <= TEARDOWN_WITHIN
-    assert code == EXIT_CODES[JobState.CANCELLED], cli.output()
+    assert code == EXIT_CODES[JobState.CANCELLED], f"{cli.output()}\nstill running after the grace:\n{stuck}"
     final = cli.status(status["job_id"])
     # No checkpoint asked for under CI: nothing resumes a cancelled job, and the runner would not wait for it.
     assert [p["state"] for p in final["phases"]][-3:] == ["RUNNING", "TEARING_DOWN", "CANCELLED"], final["phases"]
