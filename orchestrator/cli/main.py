@@ -292,7 +292,7 @@ def resume(
     _drive_foreground(store, record.job_id, output, force)
 
 
-def _job_or_newest(store: Store, job: str | None) -> JobRecord:
+def job_or_newest(store: Store, job: str | None) -> JobRecord:
     """The job ``job`` names, or with none the newest job (`status`, `logs`)."""
     if job is not None:
         return api.find_job(store, job)
@@ -311,16 +311,20 @@ def status(job: NewestJob = None, output: Output = "text") -> None:
     """Show a job's state, phases with timestamps, instances, checkpoints and cost."""
     check_output(output)
     store = _store()
-    record = _job_or_newest(store, job)
-    view = api.agent_view(record, every_node=True)
-    nodes, events = api.job_history(store, record)
-    told = Outbox(store).of(record.job_id)
+    record = job_or_newest(store, job)
     if output == "json":
-        render.print_json({**render.job_json(record, events, nodes, view),
-                           "notifications": render.notifications_json(told)})
-    else:
-        render.show_job(record, events, nodes, view)
-        render.show_notifications(told)
+        render.print_json(status_document(store, record))
+        return
+    nodes, events = api.job_history(store, record)
+    render.show_job(record, events, nodes, api.agent_view(record, every_node=True))
+    render.show_notifications(Outbox(store).of(record.job_id))
+
+
+def status_document(store: Store, record: JobRecord) -> dict[str, Any]:
+    """What `cvmjob status --output json` prints of ``record``."""
+    nodes, events = api.job_history(store, record)
+    return {**render.job_json(record, events, nodes, api.agent_view(record, every_node=True)),
+            "notifications": render.notifications_json(Outbox(store).of(record.job_id))}
 
 
 @app.command("ls")
@@ -361,7 +365,7 @@ def logs(
     line: {"job_id", "attempt", "node", "line"} (the line without its newline), as the lines come with -f."""
     check_output(output)
     store = _store()
-    record = _job_or_newest(store, job)
+    record = job_or_newest(store, job)
     if attempt is not None and not 1 <= attempt <= record.attempt:
         raise Abort(f"--attempt {attempt}: {record.job_id} has attempts 1..{record.attempt}", EXIT_BAD_INPUT)
     history = api.job_history(store, record)[0]
