@@ -36,6 +36,7 @@ from .actions import (
     Terminate,
     Wait,
 )
+from .log_causes import log_cause
 from .observation import KeysRefused, NodeSeen, Observation
 from .recovery import RETRY_REASON, Backoff, GiveUp, Relaunch, next_placement, summarize
 
@@ -332,6 +333,10 @@ def _retry_cause(s: Settings, failed: Result) -> str | None:
         return f"the training exited with {failed.exit_code}"
     if failed.outcome == Outcome.HUNG and s.retry.on_hang:
         return "the training hung"
+    if failed.outcome == Outcome.TRAINING_FAILED:
+        cause = log_cause(failed.log_tail, s.retry.log_causes)
+        if cause is not None:
+            return f"the training's log shows {cause}"
     return None
 
 

@@ -25,7 +25,7 @@ def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> S
         short_lived_keys=spec.cam_role is None or (spec.container is not None and spec.container.tcr is not None),
         poll_training_seconds=float(recovery.reclaim_detection.poll_while_training),
         retry=RetryRules() if (retry := spec.train.retry) is None else RetryRules(
-            exit_codes=retry.on_exit_codes, on_hang=retry.on_hang, max=retry.max),
+            exit_codes=retry.on_exit_codes, on_hang=retry.on_hang, max=retry.max, log_causes=retry.on_log),
         recovery=RecoveryRules(
             max_preemptions=recovery.max_preemptions,
             max_launch_failures=recovery.max_launch_failures,

@@ -40,6 +40,7 @@ class RetryRules:
     exit_codes: tuple[int, ...] = ()
     on_hang: bool = False
     max: int = 0
+    log_causes: tuple[str, ...] = ()  # spec.workload.LogCause: the failures named in the log tail that retry
 
 
 @dataclass(frozen=True)

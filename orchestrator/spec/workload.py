@@ -52,6 +52,10 @@ def _nproc(value: object) -> object:
 NprocPerNode = Annotated[Annotated[StrictInt, Field(ge=1)] | Literal["auto"], BeforeValidator(_nproc)]
 
 
+# The transient failures train.retry.on_log finds in a training's log (lifecycle/log_causes.py has their signs).
+LogCause = Literal["nccl_timeout", "gpu_xid"]
+
+
 class RetrySpec(SpecModel):
     """When a failed attempt is tried again on a fresh instance (resuming from the last checkpoint), as an NCCL
     timeout, a GPU's Xid error or a node that hangs deserve."""
@@ -61,13 +65,20 @@ class RetrySpec(SpecModel):
     number, e.g. 137 for SIGKILL). Unset: none."""
     on_hang: StrictBool = False
     """Retry a training that hangs past train.hang_timeout."""
+    on_log: tuple[LogCause, ...] = ("nccl_timeout", "gpu_xid")
+    """Failures named in the training's last 50 lines of output that retry, whatever its exit code: nccl_timeout
+    (PyTorch's NCCL watchdog timed a collective out), gpu_xid (a GPU's Xid error: the kernel's "NVRM: Xid" line, an
+    uncorrectable ECC error, a GPU fallen off the bus). Default: both; [] turns them off."""
     max: StrictInt = Field(2, ge=1, le=20)
     """Retries at most, over the job's life; then the failure is the job's end, as without retry."""
 
     @model_validator(mode="after")
     def _something_to_retry(self) -> RetrySpec:
-        if not self.on_exit_codes and not self.on_hang:
-            raise field_problem("on_exit_codes", "nothing retries: list exit codes, or set on_hang: true")
+        if not self.on_exit_codes and not self.on_hang and not self.on_log:
+            raise field_problem("on_exit_codes", "nothing retries: list exit codes or log causes (on_log), or set "
+                                                 "on_hang: true")
+        if len(set(self.on_log)) != len(self.on_log):
+            raise field_problem("on_log", "a cause is listed twice")
         if len(set(self.on_exit_codes)) != len(self.on_exit_codes):
             raise field_problem("on_exit_codes", "an exit code is listed twice")
         return self

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 
+import pytest
+
 from orchestrator.contract import ImageContents, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.actions import (
     CreateImage,
@@ -444,9 +446,9 @@ def test_a_silent_agent_whose_keys_the_controller_owes_is_not_taken_for_a_lost_i
 RETRY_3 = replace(SETTINGS, retry=RetryRules(exit_codes=(3, 134), on_hang=True, max=2))
 
 
-def _failed(code: int) -> Observation:
+def _failed(code: int, log_tail: str = "") -> Observation:
     exited = result(Outcome.TRAINING_FAILED, f"a training process exited with {code}").model_copy(
-        update={"exit_code": code})
+        update={"exit_code": code, "log_tail": log_tail})
     return seen(instance(), status(Phase.FAILED), exited)
 
 
@@ -461,6 +463,32 @@ def test_a_listed_exit_code_ends_the_attempt_and_recovers_on_a_fresh_instance() 
 def test_an_unlisted_exit_code_fails_as_without_retry() -> None:
     assert run(job(S.RUNNING), _failed(4), settings=RETRY_3) == [
         Move(S.TEARING_DOWN, "training_failed: a training process exited with 4", outcome=S.FAILED)]
+
+
+NCCL_TIMEOUT = ("[rank1]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, "
+                "Timeout(ms)=600000) ran for 600020 milliseconds before timing out.")
+ECC = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
+
+
+@pytest.mark.parametrize(("tail", "said"), [(NCCL_TIMEOUT, "an NCCL timeout"), (ECC, "a GPU's Xid error"),
+                                            ("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",
+                                             "a GPU's Xid error")])
+def test_a_failure_the_log_names_retries_whatever_its_exit_code(tail: str, said: str) -> None:
+    logged = replace(SETTINGS, retry=RetryRules(exit_codes=(3,), max=2, log_causes=("nccl_timeout", "gpu_xid")))
+    failed = _failed(134, f"step 9\n{tail}\n")
+    assert run(job(S.RUNNING), failed, settings=logged)[-1] == Move(
+        S.RECOVERING, f"retry 1 of 2 (train.retry): the training's log shows {said}")
+    off = replace(logged, retry=replace(logged.retry, log_causes=()))
+    assert run(job(S.RUNNING), failed, settings=off) == [
+        Move(S.TEARING_DOWN, "training_failed: a training process exited with 134", outcome=S.FAILED)]
+
+
+def test_a_scripts_own_cuda_error_is_not_retried() -> None:
+    logged = replace(SETTINGS, retry=RetryRules(exit_codes=(3,), max=2, log_causes=("nccl_timeout", "gpu_xid")))
+    failed = _failed(1, "RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert run(job(S.RUNNING), failed, settings=logged) == [
+        Move(S.TEARING_DOWN, "training_failed: a training process exited with 1", outcome=S.FAILED)]
 
 
 def test_a_hang_retries_with_on_hang_only() -> None:

@@ -23,13 +23,18 @@ def _spec(write_spec: Callable[[str], Path], train: str) -> Path:
 def test_retry_reaches_the_settings_decide_reads(write_spec: Callable[[str], Path]) -> None:
     spec, policies = load_job(_spec(write_spec, "hang_timeout: 10m, retry: {on_exit_codes: [134, 1], on_hang: true}"))
     rules = settings_for(spec, policies.recovery, policies.pool).retry
-    assert rules == RetryRules(exit_codes=(134, 1), on_hang=True, max=2)
+    assert rules == RetryRules(exit_codes=(134, 1), on_hang=True, max=2, log_causes=("nccl_timeout", "gpu_xid"))
+    spec, policies = load_job(_spec(write_spec, "retry: {on_exit_codes: [3], on_log: []}"))
+    assert settings_for(spec, policies.recovery, policies.pool).retry.log_causes == ()
     plain, policies = load_job(write_spec(MINIMAL_SPEC))
     assert settings_for(plain, policies.recovery, policies.pool).retry == RetryRules()
 
 
 @pytest.mark.parametrize(("retry", "said"), [
-    ("retry: {max: 3}", "train.retry.on_exit_codes: nothing retries: list exit codes, or set on_hang: true"),
+    ("retry: {on_log: [], max: 3}",
+     "train.retry.on_exit_codes: nothing retries: list exit codes or log causes (on_log), or set on_hang: true"),
+    ("retry: {on_log: [gpu_xid, gpu_xid]}", "train.retry.on_log: a cause is listed twice"),
+    ("retry: {on_log: [nccl]}", "train.retry.on_log.0"),
     ("retry: {on_exit_codes: [3, 3]}", "train.retry.on_exit_codes: an exit code is listed twice"),
     ("retry: {on_exit_codes: [0]}", "train.retry.on_exit_codes.0: 0 is out of range"),
     ("retry: {on_exit_codes: [3], max: 0}", "train.retry.max: 0 is out of range"),
