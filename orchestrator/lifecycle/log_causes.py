@@ -18,16 +18,17 @@ from typing import get_args
 
 from ..spec.workload import LogCause
 
-_SIGNS: dict[str, re.Pattern[str]] = {
-    "nccl_timeout": re.compile(r"Watchdog caught collective operation timeout|"
-                               r"WorkNCCL\(.*\) ran for \d+ milliseconds before timing out"),
-    "gpu_xid": re.compile(r"NVRM: Xid|uncorrectable ECC error encountered|GPU has fallen off the bus|GPU is lost"),
+# Each cause: its signs in a log, and how a reason names it.
+_CAUSES: dict[str, tuple[re.Pattern[str], str]] = {
+    "nccl_timeout": (re.compile(r"Watchdog caught collective operation timeout|"
+                                r"WorkNCCL\(.*\) ran for \d+ milliseconds before timing out"), "an NCCL timeout"),
+    "gpu_xid": (re.compile(r"NVRM: Xid|uncorrectable ECC error encountered|GPU has fallen off the bus|GPU is lost"),
+                "a GPU's Xid error"),
 }
-assert set(_SIGNS) == set(get_args(LogCause)), "every cause the spec names has its signs here"
-_WORDS = {"nccl_timeout": "an NCCL timeout", "gpu_xid": "a GPU's Xid error"}
+assert set(_CAUSES) == set(get_args(LogCause)), "every cause the spec names has its signs here"
 
 
 def log_cause(tail: str, wanted: Iterable[str]) -> str | None:
     """In words, the first of ``wanted`` (LogCause names, as RetryRules keeps them) whose signs are in ``tail``;
     None when none is."""
-    return next((_WORDS[cause] for cause in wanted if _SIGNS[cause].search(tail)), None)
+    return next((words for signs, words in (_CAUSES[cause] for cause in wanted) if signs.search(tail)), None)
