@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..plan.models import Placement
-from ..spec.notify import NotifyEvent
 from ..state.machine import JobState, NodeState
 from ..state.store import NodeRecord
 
@@ -107,17 +106,6 @@ class RecordBill:
 
 
 @dataclass(frozen=True)
-class Notify:
-    """Record the notifications of something the job goes on through (not a transition: a long recovery, GPUs
-    that wait), ``attempt`` being the one it is about; decide asks again every round while it lasts, and each is
-    recorded once (its id, from the attempt, is the outbox's key)."""
-
-    event: NotifyEvent
-    reason: str
-    attempt: int
-
-
-@dataclass(frozen=True)
 class Wait:
     seconds: float
     reason: str
@@ -133,7 +121,6 @@ Action = (
     | Launch
     | MarkNodes
     | Move
-    | Notify
     | RequestCancel
     | RecordSuccess
     | CreateImage

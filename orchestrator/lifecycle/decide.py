@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..contract import ENDED_PHASES, LOW_UTILISATION, SILENT_AFTER, Outcome, Phase, Result
+from ..contract import ENDED_PHASES, SILENT_AFTER, Outcome, Phase, Result
 from ..plan.models import Placement, Plan
 from ..plan.settings import Settings
 from ..providers.tencent.vocabulary import ChargeType, InstanceState
@@ -26,7 +26,6 @@ from .actions import (
     Launch,
     MarkNodes,
     Move,
-    Notify,
     RecordBill,
     RecordSuccess,
     RefreshCredentials,
@@ -39,7 +38,7 @@ from .actions import (
 )
 from .log_causes import log_cause
 from .observation import KeysRefused, NodeSeen, Observation
-from .recovery import RETRY_REASON, Backoff, GiveUp, Relaunch, next_placement, recovery_began, summarize
+from .recovery import RETRY_REASON, Backoff, GiveUp, Relaunch, next_placement, summarize
 
 S = JobState
 # An agent that went silent (contract.SILENT_AFTER) gets new keys, in case the cloud stopped taking its own
@@ -108,31 +107,7 @@ def decide(
             *actions,
             Wait(5.0, f"cannot read the agents' reports ({obs.agents_error}); not concluding anything", tell=True),
         ]
-    told = _worth_telling(job, nodes, obs, settings)
-    return actions + told + _HANDLERS[state](_Round(job, current, nodes, obs, settings, entered_at, plan))
-
-
-def _worth_telling(job: JobRecord, nodes: list[NodeRecord], obs: Observation, settings: Settings) -> list[Action]:
-    """The notifications of what the job goes on through, while it lasts and a target of the job wants it."""
-    wanted = {event for target in job.spec.notify or () for event in target.on}
-    told: list[Action] = []
-    if "recovering_too_long" in wanted and job.state in (S.RECOVERING, S.LAUNCHING, S.BOOTING):
-        history = summarize(nodes)
-        began = recovery_began(history) if history else None
-        if began is not None and obs.now - began.ended_at > settings.recovery.notify_after:
-            minutes = (obs.now - began.ended_at) / 60
-            told.append(Notify("recovering_too_long", f"no attempt running for {minutes:.0f} min (policy "
-                               f"notify_after {settings.recovery.notify_after / 60:.0f} min), since attempt "
-                               f"{began.attempt} ended: {began.reason}", began.attempt))
-    if "gpu_idle" in wanted and job.state == S.RUNNING:
-        starved = [(v.node, v.status.gpu_use) for v in obs.nodes
-                   if v.status is not None and v.status.gpu_use is not None and v.status.gpu_use.starved]
-        if starved:
-            node, use = starved[0]
-            told.append(Notify("gpu_idle", f"node {node}'s GPUs below {LOW_UTILISATION:.0f} % for "
-                               f"{use.low_seconds:.0f} s (mean {use.mean_utilization:.0f} % so far): the training "
-                               "is likely waiting on its data", job.attempt))
-    return told
+    return actions + _HANDLERS[state](_Round(job, current, nodes, obs, settings, entered_at, plan))
 
 
 def cost_so_far(nodes: list[NodeRecord], now: float) -> float:

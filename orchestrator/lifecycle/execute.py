@@ -16,7 +16,6 @@ from ..contract import Control
 from ..notify import events as notify
 from ..providers.tencent.retry import guarded, retrying
 from ..state import jobdoc
-from ..state.outbox import Outbox
 from .actions import (
     Action,
     ApplyImageRetention,
@@ -25,7 +24,6 @@ from .actions import (
     Launch,
     MarkNodes,
     Move,
-    Notify,
     RecordBill,
     RecordSuccess,
     RefreshCredentials,
@@ -80,15 +78,6 @@ class Executor(Attempts, Instances, Images, Records):
             jobdoc.publish(self.state, self.job(), self.store.nodes(self.job_id), self.store.events(self.job_id))
         return Next.LOOK_AGAIN
 
-    def _notify(self, action: Notify) -> Next:
-        notices = notify.for_event(self.job(), action.event, action.reason, action.attempt, self.now())
-        fresh = [n for n in notices if n.key not in self._notified]
-        if fresh:  # the outbox keeps the first of a key: a restarted controller's repeat adds nothing
-            Outbox(self.store).add(fresh, self.now())
-            self.emit("notify", f"{action.event}: {action.reason}")
-        self._notified.update(n.key for n in notices)
-        return Next.CONTINUE
-
     def _request_cancel(self, action: RequestCancel) -> Next:
         job = self.job()
         control = Control(action="cancel", reason=action.reason, checkpoint=action.checkpoint, time=self.now())
@@ -112,7 +101,6 @@ _HANDLERS: dict[type, Callable[[Executor, Any], Next]] = {
     MarkNodes: Executor._mark_nodes,
     Terminate: Executor._terminate,
     Move: Executor._move,
-    Notify: Executor._notify,
     RequestCancel: Executor._request_cancel,
     Wait: Executor._wait,
     CreateImage: Executor._create_image,

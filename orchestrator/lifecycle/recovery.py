@@ -90,12 +90,12 @@ def _key(p: Placement) -> tuple[str, str, str]:
     return (p.zone, p.instance_type, p.charge_type)
 
 
-def recovery_began(history: list[AttemptSummary]) -> AttemptSummary:
-    """The attempt whose end began the current recovery: the newest that ran (a reclaim or a retry), or the first
-    if none ran. give_up_after, after_minutes and notify_after count from its end: counted from the first attempt
-    ever ended, a job's second reclaim hours after its first gave up at once ("still no capacity after 120 min")."""
+def _recovering_since(history: list[AttemptSummary]) -> float:
+    """When the current recovery began: at the end of the newest attempt that ran (a reclaim or a retry), or of the
+    first attempt if none ran. give_up_after and after_minutes count from here: counted from the first attempt ever
+    ended, a job's second reclaim hours after its first gave up at once ("still no capacity after 120 min")."""
     ran = [h for h in history if h.kind in (PREEMPTED, RETRY)]
-    return ran[-1] if ran else history[0]
+    return ran[-1].ended_at if ran else history[0].ended_at
 
 
 def _tried(history: list[AttemptSummary]) -> str:
@@ -127,7 +127,7 @@ def next_placement(
             JobState.FAILED_NO_CAPACITY,
             f"{len(failures)} launches failed (policy limit {rules.max_launch_failures}); tried: {tried}",
         )
-    since = recovery_began(history).ended_at
+    since = _recovering_since(history)
     if now - since > rules.give_up_after:
         return GiveUp(
             JobState.FAILED_NO_CAPACITY,

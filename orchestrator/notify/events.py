@@ -52,27 +52,20 @@ def for_gate(job: JobRecord, missed: Sequence[str], now: float) -> list[NewNotif
                     exit_code=EXIT_GATE_FAILED)
 
 
-def for_event(job: JobRecord, event: NotifyEvent, reason: str, attempt: int, now: float) -> list[NewNotification]:
-    """A notification of something the job goes on through (a long recovery, GPUs that wait), one of its kind for
-    ``attempt``: the attempt it is about."""
-    return _notices(job, Moved(job.state, reason), event, now, attempt=attempt)
-
-
-def _notices(job: JobRecord, move: Moved, event: NotifyEvent, now: float, exit_code: int | None = None,
-             attempt: int | None = None) -> list[NewNotification]:
+def _notices(job: JobRecord, move: Moved, event: NotifyEvent, now: float, exit_code: int | None = None
+             ) -> list[NewNotification]:
     wanting = [t for t in job.spec.notify or () if event in t.on]
     if not wanting:
         return []
-    key = event_id(job, event, attempt)
+    key = event_id(job, event)
     body = job_event(job, move, event, key, now, exit_code)
     return [NewNotification(subject=job.job_id, key=key, event=event, target=t.model_dump(mode="json"), body=body)
             for t in wanting]
 
 
-def event_id(job: JobRecord, event: NotifyEvent, attempt: int | None = None) -> str:
-    """One event of a kind per attempt (a job ends once; an attempt is reclaimed once; a recovery is counted from
-    the attempt whose end began it): the id receivers dedupe by. ``attempt``: the job's current one unless given."""
-    return f"{job.job_id}/{event}/{job.attempt if attempt is None else attempt}"
+def event_id(job: JobRecord, event: NotifyEvent) -> str:
+    """One event of a kind per attempt (a job ends once; an attempt is reclaimed once): the id receivers dedupe by."""
+    return f"{job.job_id}/{event}/{job.attempt}"
 
 
 def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: float, exit_code: int | None = None
@@ -100,10 +93,8 @@ def job_event(job: JobRecord, move: Moved, event: NotifyEvent, key: str, now: fl
 
 def _text(job: JobRecord, move: Moved, event: NotifyEvent) -> str:
     what = {"reclaimed": f"attempt {job.attempt} reclaimed, recovering",
-            "recovering_too_long": "still recovering",
             "budget_reached": "stopped at its limits.max_cost",
-            "gate_missed": "SUCCEEDED but missed its gates",
-            "gpu_idle": f"attempt {job.attempt}'s GPUs are waiting"}.get(event, move.target.value)
+            "gate_missed": "SUCCEEDED but missed its gates"}.get(event, move.target.value)
     return f"cvmjob: job {job.name} ({job.job_id}) {what}: {move.reason} (cost so far {job.cost_cny:.2f} CNY)"
 
 

@@ -43,7 +43,6 @@ def settings_for(spec: JobSpec, recovery: RecoveryPolicy, pool: PoolPolicy) -> S
             if fallback and fallback.after_minutes is not None
             else None,
             give_up_after=float(recovery.give_up_after),
-            notify_after=float(recovery.give_up_after / 2 if recovery.notify_after is None else recovery.notify_after),
             heartbeat_stale_after=float(recovery.reclaim_detection.heartbeat_stale_after),
         ),
     )

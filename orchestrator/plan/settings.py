@@ -25,7 +25,6 @@ class RecoveryRules:
     on_demand_after_preemptions: int | None = None
     on_demand_after_minutes: float | None = None
     give_up_after: float = 3600.0
-    notify_after: float = 1800.0  # recovering this long sends recovering_too_long (once a recovery)
     heartbeat_stale_after: float = 60.0
 
     @property

@@ -80,19 +80,8 @@ class RecoveryPolicy(SpecModel):
     """When a spot job switches to on-demand. Unset: never."""
     give_up_after: Annotated[Duration, within(60, 30 * DAY)]
     """Total time spent recovering (no instance running) after which the job fails."""
-    notify_after: Annotated[Duration, within(60, 30 * DAY)] | None = None
-    """Time spent recovering after which the job's ``recovering_too_long`` notification goes to the targets that
-    list it, once a recovery (the job goes on recovering). Unset: half of give_up_after."""
     reclaim_detection: ReclaimDetection = ReclaimDetection()
     """How reclaims are detected without the notice."""
-
-    @model_validator(mode="after")
-    def _notified_before_giving_up(self) -> RecoveryPolicy:
-        if self.notify_after is not None and self.notify_after >= self.give_up_after:
-            raise field_problem("notify_after", f"{self.notify_after}s is not less than give_up_after "
-                                f"({self.give_up_after}s): the job would give up first. shorten it, or leave it "
-                                "out (half of give_up_after)")
-        return self
 
 
 class PoolPolicy(SpecModel):

@@ -15,14 +15,13 @@ from orchestrator.spec.base import SpecModel, field_problem
 from orchestrator.spec.workload import EnvName
 
 # What a notification is about (docs/notifications.md lists each one's fields): a job that ended SUCCEEDED, in a
-# FAILED_* state or CANCELLED; a spot instance of an attempt reclaimed (the job recovers); a recovery longer than
-# its policy's notify_after; limits.max_cost reached (also a ``failed``); a succeeded job that missed a `cvmjob run
-# --gate` (its run exits 5); a node's GPUs waiting (GpuUse.starved); a sweep that has all its trials, or stopped
-# before (its budget, its brakes, a cancel).
-NotifyEvent = Literal["succeeded", "failed", "cancelled", "reclaimed", "recovering_too_long", "budget_reached",
-                      "gate_missed", "gpu_idle", "sweep_finished", "sweep_stopped"]
-JOB_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled", "reclaimed", "recovering_too_long",
-                                       "budget_reached", "gate_missed", "gpu_idle")
+# FAILED_* state or CANCELLED; a spot instance of an attempt reclaimed (the job recovers); limits.max_cost reached
+# (also a ``failed``); a succeeded job that missed a `cvmjob run --gate` (its run exits 5); a sweep that has all its
+# trials, or stopped before (its budget, its brakes, a cancel).
+NotifyEvent = Literal["succeeded", "failed", "cancelled", "reclaimed", "budget_reached", "gate_missed",
+                      "sweep_finished", "sweep_stopped"]
+JOB_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled", "reclaimed", "budget_reached",
+                                       "gate_missed")
 Format = Literal["json", "wecom", "feishu", "dingtalk", "slack"]
 # The ends of what the target is attached to: a job's (and a CI run's verdict on it), a sweep's.
 DEFAULT_EVENTS: tuple[NotifyEvent, ...] = ("succeeded", "failed", "cancelled", "gate_missed", "sweep_finished",

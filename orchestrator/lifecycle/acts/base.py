@@ -98,7 +98,6 @@ class ExecutorBase:
     ensured: Ensured = field(default_factory=Ensured)  # shared by the executors of one engine
     _told: str = ""  # the reason of the last Wait told to the user, while it lasts
     _unread_told: set[tuple[str, UnreadWhy]] = field(default_factory=set)  # agent documents said to be taken absent
-    _notified: set[str] = field(default_factory=set)  # the ids of the Notify notifications recorded
     # The cloud's refusal of the agents' new keys, until keys are issued again: decide() reads it (Observation) to
     # retry with backoff and not to take the silence it causes for a lost instance. A restarted controller learns
     # it again by its first try.

@@ -7,13 +7,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from orchestrator.contract import LOW_FOR_SECONDS, GpuUse, ImageContents, Outcome, Phase, Result, Status
+from orchestrator.contract import ImageContents, Outcome, Phase, Result, Status
 from orchestrator.lifecycle.actions import (
     CreateImage,
     Launch,
     MarkNodes,
     Move,
-    Notify,
     RecordBill,
     RecordSuccess,
     RequestCancel,
@@ -25,13 +24,13 @@ from orchestrator.lifecycle.actions import (
 from orchestrator.lifecycle.decide import STOP_NOW_GRACE, decide
 from orchestrator.lifecycle.observation import NodeSeen, Observation
 from orchestrator.plan.models import Placement, Plan
-from orchestrator.plan.settings import RecoveryRules, RetryRules, Settings
+from orchestrator.plan.settings import RetryRules, Settings
 from orchestrator.providers.tencent.compute import InstanceView
 from orchestrator.providers.tencent.images import ImageView
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
 from orchestrator.state.machine import JobState, NodeState
 from orchestrator.state.store import JobRecord, NodeRecord
-from tests.records import job_record, spec
+from tests.records import job_record
 
 S = JobState
 PLACEMENT = Placement(zone="ap-guangzhou-3", instance_type="GN7.2XLARGE32", charge_type="SPOTPAID", price_per_hour=2.0)
@@ -506,42 +505,3 @@ def test_once_its_retries_are_spent_the_failure_ends_the_job_and_says_so() -> No
     assert run(job(S.RUNNING, attempt=3), _failed(3), [*retried, current], settings=RETRY_3) == [
         Move(S.TEARING_DOWN, "training_failed: a training process exited with 3 (train.retry: its 2 retries spent)",
              outcome=S.FAILED)]
-
-
-def _notified(*events: str) -> JobRecord:
-    """A job whose one target wants ``events``."""
-    return job(S.RECOVERING, spec=spec(notify=[{"url": "http://127.0.0.1:9/hook", "on": list(events)}]))
-
-
-def test_a_recovery_longer_than_notify_after_is_told_once_per_recovery() -> None:
-    settings = replace(SETTINGS, recovery=RecoveryRules(notify_after=600.0))
-    lost = replace(node("lost"), ended_at=NOW - 601, end_reason="spot reclaim: notice")
-    relaunching = replace(node("launched", attempt=2), ended_at=None)
-    wanting = _notified("recovering_too_long")
-    for state, nodes in ((S.RECOVERING, [lost]), (S.LAUNCHING, [lost, relaunching]),
-                         (S.BOOTING, [lost, relaunching])):
-        told = [a for a in run(replace(wanting, state=state, attempt=2), seen(None), nodes, settings)
-                if isinstance(a, Notify)]
-        # The id comes from the attempt whose end began the recovery: the same in every round and state of it.
-        assert told == [Notify("recovering_too_long", "no attempt running for 10 min (policy notify_after 10 min), "
-                               "since attempt 1 ended: spot reclaim: notice", 1)], state
-    early = replace(lost, ended_at=NOW - 599)
-    assert not [a for a in run(wanting, seen(None), [early], settings) if isinstance(a, Notify)]
-    # Nobody wants it: nothing is recorded.
-    assert not [a for a in run(_notified("failed"), seen(None), [lost], settings) if isinstance(a, Notify)]
-    # Running again: the recovery is over.
-    running = replace(wanting, state=S.RUNNING, attempt=2)
-    assert not [a for a in run(running, seen(instance(), status()), [lost, node(attempt=2)], settings)
-                if isinstance(a, Notify)]
-
-
-def test_gpus_that_wait_are_told_while_the_node_trains() -> None:
-    wanting = replace(_notified("gpu_idle"), state=S.RUNNING)
-    waiting = GpuUse(samples=30, mean_utilization=31.6, low_seconds=LOW_FOR_SECONDS + 5)
-    obs = seen(instance(), status().model_copy(update={"gpu_use": waiting}))
-    told = [a for a in run(wanting, obs) if isinstance(a, Notify)]
-    assert told == [Notify("gpu_idle", f"node 0's GPUs below 80 % for {LOW_FOR_SECONDS + 5:.0f} s (mean 32 % so "
-                           "far): the training is likely waiting on its data", 1)]
-    busy = seen(instance(), status().model_copy(update={"gpu_use": waiting.model_copy(update={"low_seconds": 0.0})}))
-    assert not [a for a in run(wanting, busy) if isinstance(a, Notify)]
-    assert not [a for a in run(replace(wanting, spec=spec()), obs) if isinstance(a, Notify)]

@@ -24,9 +24,7 @@ from orchestrator.providers.tencent import StaticCredential, TencentSdk, compute
 from orchestrator.providers.tencent.storage import ObjectStore
 from orchestrator.providers.tencent.vocabulary import ChargeType, ImageState, InstanceState
 from orchestrator.spec import load_spec
-from orchestrator.spec.notify import NotifyTarget
 from orchestrator.state.machine import JobState, NodeState
-from orchestrator.state.outbox import Outbox
 from orchestrator.state.store import NewJob, Store
 from orchestrator.target import Target
 from tests.emulator_process import EmulatorProcess
@@ -155,25 +153,6 @@ def test_a_wait_worth_telling_is_told_once_while_it_lasts(run: Run) -> None:
     for reason in ("the pool is busy", "the pool is busy", "booting", "the pool is busy"):
         assert run.executor.run(A.Wait(5.0, reason, tell=reason != "booting")) is Next.LOOK_AGAIN
     assert [m for kind, m in run.told if kind == "wait"] == ["the pool is busy", "the pool is busy"]
-
-
-def test_a_notify_is_recorded_and_told_once_and_a_restarted_controllers_repeat_adds_nothing(run: Run) -> None:
-    spec = run.executor.spec.model_copy(update={"notify": (NotifyTarget(url="http://127.0.0.1:9/hook",
-                                                                        on=("recovering_too_long",)),)})
-    job_id = f"job-{uuid.uuid4().hex[:8]}"
-    run.store.create_job(NewJob(job_id=job_id, name=spec.name, spec=spec, plan=run.executor.plan,
-                                target=run.executor.target, settings=Settings(), deadline=10_000.0, source_dir="/"),
-                         now=100.0)
-    token = run.store.acquire(job_id, "test", ttl=3600, now=100.0)
-    first = replace(run.executor, job_id=job_id, token=token, spec=spec, _notified=set())
-    action = A.Notify("recovering_too_long", "no attempt running for 31 min", 1)
-    for executor in (first, first, replace(first, _notified=set())):  # the third: a restarted controller's
-        assert executor.run(action) is Next.CONTINUE
-    [recorded] = Outbox(run.store).of(job_id)
-    assert (recorded.key, recorded.state, recorded.body["job"]["reason"]) == (
-        f"{job_id}/recovering_too_long/1", "pending", "no attempt running for 31 min")
-    # Told once by each controller (the restarted one's user sees it too), recorded once.
-    assert [m for kind, m in run.told if kind == "notify"] == ["recovering_too_long: no attempt running for 31 min"] * 2
 
 
 def test_each_agent_is_told_its_instances_network_bandwidth(run: Run) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy import update
 
 from orchestrator.notify import deliver
 from orchestrator.notify.deliver import Deliverer
-from orchestrator.notify.events import Moved, for_event, for_move
+from orchestrator.notify.events import Moved, for_move
 from orchestrator.spec.notify import NotifyEvent
 from orchestrator.state.machine import JobState
 from orchestrator.state.outbox import CLAIM_SECONDS, Outbox, UnreadableNotification
@@ -148,24 +148,3 @@ def test_a_target_that_does_not_want_the_event_gets_nothing(store: Store) -> Non
 def test_which_transitions_notify(move: Moved, events: list[str]) -> None:
     job = job_record(spec=spec(notify=[{"url": "http://127.0.0.1:9/x", "on": list(get_args(NotifyEvent))}]))
     assert [n.event for n in for_move(job, move, 0.0)] == events
-
-
-def test_an_event_the_job_goes_on_through_is_recorded_once_for_its_attempt(store: Store) -> None:
-    """recovering_too_long and gpu_idle are asked for every round while they last: the outbox keeps the first."""
-    job_spec = spec(notify=[{"url": "http://127.0.0.1:9/x", "on": ["recovering_too_long", "gpu_idle"]}])
-    store.create_job(new_job("job-1", job_spec=job_spec), now=90.0)
-    job = job_record("job-1", state=JobState.RECOVERING, attempt=3, spec=job_spec)
-    outbox = Outbox(store)
-    for now in (100.0, 101.0, 102.0):
-        outbox.add(for_event(job, "recovering_too_long", "no attempt running for 31 min", 2, now), now)
-    outbox.add(for_event(job, "gpu_idle", "node 0's GPUs below 80 %", 3, 103.0), 103.0)
-    outbox.add(for_event(job, "recovering_too_long", "no attempt running for 30 min", 4, 104.0), 104.0)
-    rows = outbox.of("job-1")
-    assert [(n.key, n.next_at) for n in rows] == [
-        ("job-1/recovering_too_long/2", 100.0), ("job-1/gpu_idle/3", 103.0), ("job-1/recovering_too_long/4", 104.0)]
-    first = rows[0].body
-    assert (first["event"], first["job"]["state"], first["job"]["exit_code"], first["job"]["attempt"]) == (
-        "recovering_too_long", "RECOVERING", None, 3)
-    assert first["text"] == ("cvmjob: job demo (job-1) still recovering: no attempt running for 31 min (cost so far "
-                             "0.00 CNY)")
-    assert for_event(job_record(spec=spec()), "gpu_idle", "x", 1, 0.0) == []  # no target wants it

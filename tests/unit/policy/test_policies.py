@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.plan.configure import settings_for
 from orchestrator.policy.loader import (
     BUILTIN_DIR,
     PolicyNotFound,
@@ -116,8 +115,6 @@ def test_problems_in_a_policy_file_name_that_file_and_field(tmp_path: Path) -> N
                                     "fall back, write fallback_to_on_demand: null"),
     ("give_up_after: 30s\n", "give_up_after: 30s is out of range. allowed 1m..30d"),
     ("max_preemptions: -1\n", "max_preemptions: -1 is out of range. allowed: 0..1000"),
-    ("notify_after: 10m\n", "notify_after: 600s is not less than give_up_after (600s): the job would give up "
-                            "first. shorten it, or leave it out (half of give_up_after)"),
 ])
 def test_recovery_policy_checks(tmp_path: Path, text: str, expected: str) -> None:
     document = {line.partition(":")[0]: line for line in CUSTOM_RECOVERY.splitlines()}
@@ -149,13 +146,3 @@ def test_the_spec_alone_loads_without_its_policies(tmp_path: Path) -> None:
     assert load_spec(spec_path).policies.recovery == "defualt"
     with pytest.raises(SpecError, match="no recovery policy named 'defualt'"):
         load_job(spec_path)
-
-
-def test_notify_after_is_half_of_give_up_after_unless_given(tmp_path: Path) -> None:
-    spec = load_spec(_write(tmp_path / "job.yaml", MINIMAL_SPEC))
-    pool = load_policy("pool", "default", [BUILTIN_DIR])
-    for text, expected in (("", 300.0), ("notify_after: 2m\n", 120.0)):
-        path = _write(tmp_path / "recovery" / "p.yaml", CUSTOM_RECOVERY + text)
-        recovery = load_policy("recovery", "p", [path.parent.parent])
-        assert isinstance(recovery, RecoveryPolicy) and isinstance(pool, PoolPolicy)
-        assert settings_for(spec, recovery, pool).recovery.notify_after == expected
